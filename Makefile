@@ -1,0 +1,41 @@
+# Front door for building, testing and the demo. Everything builds with CMake + Ninja.
+#   make            build epq (Release) into build/
+#   make test       build, run every test, then rebuild the unit tests with ASan/UBSan and run them
+#   make demo       synthesize the `small` model into models/ and run it
+#   make bench      kernel benchmarks (see docs/)
+#   make fuzz       fuzz the GGUF parser for 5 minutes (clang + libFuzzer)
+
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all build build-asan test test-release test-asan demo bench fuzz clean
+
+all: build
+
+build:
+	cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	ninja -C build -j $(JOBS)
+
+build-asan:
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEPQ_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
+	ninja -C build-asan -j $(JOBS) epq epq_unit_tests
+
+test-release: build
+	cd build && ctest --output-on-failure -j 2
+
+test-asan: build-asan
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j 2 -L unit
+
+test: test-release test-asan
+
+demo: build
+	./scripts/demo.sh
+
+bench: build
+	./scripts/bench_kernels.sh
+
+fuzz:
+	./scripts/fuzz.sh 300
+
+clean:
+	rm -rf build build-asan build-fuzz

@@ -1,0 +1,11 @@
+#pragma once
+// Each `epq` subcommand lives in its own file and registers itself on the root app.
+// A subcommand's callback does the work; errors propagate as epq::Error to main().
+#include <CLI/CLI.hpp>
+
+namespace epq::app {
+
+void add_synth_command(CLI::App& root);
+void add_inspect_command(CLI::App& root);
+
+}  // namespace epq::app

@@ -1,0 +1,30 @@
+// `epq`: run Mixture-of-Experts GGUF models larger than RAM.
+#include <fmt/core.h>
+
+#include <cstdio>
+#include <exception>
+
+#include "app/commands.h"
+#include "util/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"epq: run Mixture-of-Experts GGUF models larger than RAM, paging routed experts from SSD"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "epq 0.1.0");
+  epq::app::add_synth_command(app);
+  epq::app::add_inspect_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const epq::Error& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "epq: error: {}\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fflush(stdout);
+    fmt::print(stderr, "epq: error: out of memory\n");
+    return 1;
+  }
+  return 0;
+}

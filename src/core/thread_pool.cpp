@@ -1,0 +1,120 @@
+#include "core/thread_pool.h"
+
+#include <immintrin.h>
+
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "util/error.h"
+
+namespace epq {
+namespace {
+
+constexpr int kSpinIterations = 20000;  // some tens of microseconds of polling before sleeping
+
+struct StartArgs {
+  ThreadPool* pool;
+  int thread;
+};
+
+}  // namespace
+
+void* ThreadPool::thread_main(void* arg) {
+  auto* a = static_cast<StartArgs*>(arg);
+  ThreadPool* pool = a->pool;
+  int thread = a->thread;
+  delete a;
+  pool->worker_loop(thread);
+  return nullptr;
+}
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, kWorkerStackBytes);
+  for (int t = 1; t < n_threads_; ++t) {
+    auto* args = new StartArgs{this, t};
+    pthread_t id;
+    int rc = pthread_create(&id, &attr, &ThreadPool::thread_main, args);
+    if (rc != 0) {
+      delete args;
+      pthread_attr_destroy(&attr);
+      stop_workers();
+      fail("cannot start worker thread {}: error {}", t, rc);
+    }
+    workers_.push_back(id);
+  }
+  pthread_attr_destroy(&attr);
+}
+
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
+  stop_.store(true);
+  generation_.fetch_add(1);
+  generation_.notify_all();
+  for (pthread_t id : workers_) pthread_join(id, nullptr);
+  workers_.clear();
+}
+
+void ThreadPool::drain(int thread) {
+  for (;;) {
+    int64_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
+    if (task >= n_tasks_) return;
+    (*task_)(task, thread);
+  }
+}
+
+void ThreadPool::worker_loop(int thread) {
+  uint32_t seen = 0;
+  for (;;) {
+    int spins = 0;
+    while (generation_.load(std::memory_order_acquire) == seen) {
+      if (++spins < kSpinIterations) {
+        _mm_pause();
+      } else {
+        generation_.wait(seen);
+      }
+    }
+    seen = generation_.load(std::memory_order_acquire);
+    if (stop_.load()) return;
+    drain(thread);
+    busy_workers_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+void ThreadPool::run(int64_t n_tasks, const Task& task) {
+  if (n_tasks <= 0) return;
+  if (n_threads_ == 1 || n_tasks == 1) {
+    for (int64_t i = 0; i < n_tasks; ++i) task(i, 0);
+    return;
+  }
+  task_ = &task;
+  n_tasks_ = n_tasks;
+  next_task_.store(0, std::memory_order_relaxed);
+  busy_workers_.store(n_threads_ - 1, std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
+  drain(0);
+  while (busy_workers_.load(std::memory_order_acquire) != 0) _mm_pause();
+  task_ = nullptr;
+}
+
+int physical_core_count() {
+  std::set<std::string> cores;
+  for (unsigned cpu = 0;; ++cpu) {
+    std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+    std::ifstream core(base + "core_id"), package(base + "physical_package_id");
+    std::string c, p;
+    if (!(core >> c) || !(package >> p)) break;
+    cores.insert(p + ":" + c);
+  }
+  if (!cores.empty()) return static_cast<int>(cores.size());
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+}  // namespace epq

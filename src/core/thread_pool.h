@@ -1,0 +1,50 @@
+#pragma once
+// A persistent pool of worker threads for data-parallel loops. run() hands tasks
+// [0, n_tasks) to the workers and the calling thread, and returns when all are done.
+// Threads are created once; between runs workers spin briefly, then sleep on a futex.
+// Which thread runs which task is not fixed, so a task must only write its own outputs:
+// then results do not depend on scheduling.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <pthread.h>
+
+#include <vector>
+
+namespace epq {
+
+class ThreadPool {
+ public:
+  using Task = std::function<void(int64_t task, int thread)>;
+
+  explicit ThreadPool(int n_threads);  // n_threads counts the calling thread
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+  void run(int64_t n_tasks, const Task& task);
+
+  // Stack size of each worker thread; the memory ledger counts it.
+  static constexpr size_t kWorkerStackBytes = 1 << 20;
+
+ private:
+  static void* thread_main(void* arg);
+  void worker_loop(int thread);
+  void stop_workers();
+  void drain(int thread);
+
+  int n_threads_;
+  std::vector<pthread_t> workers_;
+  const Task* task_ = nullptr;
+  int64_t n_tasks_ = 0;
+  std::atomic<int64_t> next_task_{0};
+  std::atomic<uint32_t> generation_{0};
+  std::atomic<int> busy_workers_{0};
+  std::atomic<bool> stop_{false};
+};
+
+// Physical cores of this machine (hyper-threads not counted), at least 1.
+int physical_core_count();
+
+}  // namespace epq

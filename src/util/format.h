@@ -1,0 +1,14 @@
+#pragma once
+// Human-readable sizes and the parser for size arguments such as "8G" or "512M".
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace epq {
+
+std::string format_bytes(uint64_t bytes);  // "1.50 GiB", "12.0 MiB", "512 B"
+// Accepts a plain byte count or a number with K/M/G/T (powers of 1024, optional "iB"/"B").
+std::optional<uint64_t> parse_size(std::string_view text);
+
+}  // namespace epq

@@ -1,0 +1,47 @@
+"""Shared plumbing for integration tests: the epq binary, a scratch directory, and
+models synthesized once per test run.
+
+Each test script is run by ctest as:  python3 test_x.py --epq PATH --workdir DIR
+"""
+import argparse
+import os
+import subprocess
+import sys
+import unittest
+
+EPQ = None
+WORKDIR = None
+
+
+def run(*args, check=True, timeout=600, env=None, input=None):
+    """Runs epq with args; returns the CompletedProcess (text mode)."""
+    proc = subprocess.run([EPQ, *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=env, input=input)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"epq {' '.join(map(str, args))} failed ({proc.returncode}):\n"
+                             f"{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def path(name):
+    return os.path.join(WORKDIR, name)
+
+
+def synth(name, *args):
+    """Synthesizes a model once into the work directory and returns its path."""
+    out = path(name)
+    if not os.path.exists(out):
+        run("synth", "-q", "-o", out, *args)
+    return out
+
+
+def main():
+    global EPQ, WORKDIR
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epq", required=True)
+    parser.add_argument("--workdir", required=True)
+    args, rest = parser.parse_known_args()
+    EPQ = os.path.abspath(args.epq)
+    WORKDIR = os.path.abspath(args.workdir)
+    os.makedirs(WORKDIR, exist_ok=True)
+    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
