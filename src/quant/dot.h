@@ -1,0 +1,30 @@
+#pragma once
+// Dot-product kernels: one weight row against up to kMaxCols activation vectors, each in
+// the activation format of the weight type (see activation.h). A kernel set holds one
+// kernel per supported type for one instruction set; the active set is chosen once,
+// at first use, from the CPU's features (or EPQ_KERNELS=scalar|avx2|avx512).
+#include <cstddef>
+#include <cstdint>
+
+#include "quant/types.h"
+
+namespace epq::quant {
+
+inline constexpr int kMaxCols = 4;
+
+// out[c] = dot(w_row, act + c * act_stride) for c in [0, n_cols); n = row length.
+using DotKernel = void (*)(int64_t n, const void* w_row, const void* act, size_t act_stride, int n_cols, float* out);
+
+struct KernelSet {
+  const char* name;
+  DotKernel dot[64];  // indexed by type id; null for unsupported types
+};
+
+const KernelSet& scalar_kernels();            // the oracle: dequantize and sum in double
+const KernelSet* avx2_kernels();              // null if the CPU lacks AVX2/FMA/F16C
+const KernelSet* avx512_kernels();            // null if the CPU lacks AVX-512 (F, BW, VL, VNNI)
+const KernelSet& active_kernels();
+
+inline DotKernel dot_kernel(const KernelSet& set, Type t) { return set.dot[static_cast<uint32_t>(t)]; }
+
+}  // namespace epq::quant

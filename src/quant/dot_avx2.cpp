@@ -1,0 +1,435 @@
+// AVX2 dot kernels (with FMA and F16C). Integer formats multiply int8 codes with
+// _mm256_maddubs_epi16 and scale per block; float formats use FMA. One weight block is
+// decoded once and dotted with up to kMaxCols activation vectors.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "quant/activation.h"
+#include "quant/blocks.h"
+#include "quant/dot.h"
+#include "quant/float_bits.h"
+
+namespace epq::quant {
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline int hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// Sums of adjacent products of unsigned codes u (<= 127) and signed a: 8 int32 lanes.
+inline __m256i dot_u8_i8(__m256i u, __m256i a) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1));
+}
+// The same for signed codes w (|w| <= 128).
+inline __m256i dot_i8_i8(__m256i w, __m256i a) {
+  return dot_u8_i8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
+}
+// 16 nibble pairs (low = element j, high = element j+16) as 32 bytes in element order.
+inline __m256i nibbles32(const uint8_t* qs) {
+  __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(x, 4), x), _mm256_set1_epi8(0x0F));
+}
+// Bit k of each byte of v, as 0 or 1 per byte (k <= 7).
+inline __m256i bit_of_bytes(__m256i v, int k) {
+  return _mm256_and_si256(_mm256_srli_epi16(v, k), _mm256_set1_epi8(1));
+}
+// 32 bits -> 32 bytes: 0xFF where the bit is set.
+inline __m256i bits_to_bytes(uint32_t bits) {
+  const __m256i shuffle = _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
+  __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), shuffle);
+  const __m256i mask = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
+  v = _mm256_or_si256(v, mask);
+  return _mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1));
+}
+inline __m256i lookup16(const int8_t* table, __m256i idx) {
+  __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(table));
+  return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), idx);
+}
+inline __m256i two_scales(int lo, int hi) {  // int16: lo in lanes 0-7, hi in lanes 8-15
+  return _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(hi)), _mm_set1_epi16(static_cast<int16_t>(lo)));
+}
+
+template <typename Act>
+inline const Act* act_col(const void* act, size_t stride, int c) {
+  return reinterpret_cast<const Act*>(static_cast<const uint8_t*>(act) + static_cast<size_t>(c) * stride);
+}
+
+// ---- 32-element formats against BlockQ8x32 activations ----
+// A format decodes one block to 32 int8 codes, a scale d and an offset m (x = d*q + m).
+struct Decoded32 {
+  __m256i q;
+  float d;
+  float m;
+};
+
+struct FmtQ4_0 {
+  using Block = BlockQ4_0;
+  static constexpr bool kUnsigned = false, kOffset = false;
+  static Decoded32 decode(const Block& b) {
+    return {_mm256_sub_epi8(nibbles32(b.qs), _mm256_set1_epi8(8)), f16_to_f32(b.d), 0};
+  }
+};
+struct FmtQ4_1 {
+  using Block = BlockQ4_1;
+  static constexpr bool kUnsigned = true, kOffset = true;
+  static Decoded32 decode(const Block& b) { return {nibbles32(b.qs), f16_to_f32(b.d), f16_to_f32(b.m)}; }
+};
+inline __m256i five_bit(const uint8_t* qs, const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  return _mm256_or_si256(nibbles32(qs), _mm256_and_si256(bits_to_bytes(bits), _mm256_set1_epi8(0x10)));
+}
+struct FmtQ5_0 {
+  using Block = BlockQ5_0;
+  static constexpr bool kUnsigned = false, kOffset = false;
+  static Decoded32 decode(const Block& b) {
+    return {_mm256_sub_epi8(five_bit(b.qs, b.qh), _mm256_set1_epi8(16)), f16_to_f32(b.d), 0};
+  }
+};
+struct FmtQ5_1 {
+  using Block = BlockQ5_1;
+  static constexpr bool kUnsigned = true, kOffset = true;
+  static Decoded32 decode(const Block& b) { return {five_bit(b.qs, b.qh), f16_to_f32(b.d), f16_to_f32(b.m)}; }
+};
+struct FmtQ8_0 {
+  using Block = BlockQ8_0;
+  static constexpr bool kUnsigned = false, kOffset = false;
+  static Decoded32 decode(const Block& b) { return {load256(b.qs), f16_to_f32(b.d), 0}; }
+};
+struct FmtIQ4_NL {
+  using Block = BlockIQ4_NL;
+  static constexpr bool kUnsigned = false, kOffset = false;
+  static Decoded32 decode(const Block& b) { return {lookup16(kIQ4NLValues, nibbles32(b.qs)), f16_to_f32(b.d), 0}; }
+};
+struct FmtMXFP4 {
+  using Block = BlockMXFP4;
+  static constexpr bool kUnsigned = false, kOffset = false;
+  static Decoded32 decode(const Block& b) { return {lookup16(kMXFP4Values, nibbles32(b.qs)), e8m0_to_f32_half(b.e), 0}; }
+};
+
+template <typename F>
+struct Dot32 {
+  template <int C>
+  static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
+    const auto* wb = static_cast<const typename F::Block*>(w);
+    const BlockQ8x32* a[C];
+    __m256 acc[C];
+    float offset[C];
+    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8x32>(act, stride, c), acc[c] = _mm256_setzero_ps(), offset[c] = 0;
+    for (int64_t b = 0; b < n / 32; ++b) {
+      const Decoded32 x = F::decode(wb[b]);
+      for (int c = 0; c < C; ++c) {
+        const BlockQ8x32& ab = a[c][b];
+        const __m256i av = load256(ab.qs);
+        const __m256i p = F::kUnsigned ? dot_u8_i8(x.q, av) : dot_i8_i8(x.q, av);
+        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(x.d * ab.d), acc[c]);
+        if (F::kOffset) offset[c] += x.m * ab.s;
+      }
+    }
+    for (int c = 0; c < C; ++c) out[c] = hsum(acc[c]) + offset[c];
+  }
+};
+
+// ---- 256-element formats against BlockQ8_K activations ----
+
+// Q4_K/Q5_K scales: eight 6-bit scales (bytes 0-7) and mins (bytes 8-15) from 12 bytes.
+inline void unpack_k4_scales(const uint8_t* packed, uint8_t out[16]) {
+  uint32_t u[4];
+  std::memcpy(u, packed, 12);
+  const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
+  u[3] = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);
+  const uint32_t mins_low = u[1] & low6;
+  u[1] = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);
+  u[2] = mins_low;
+  u[0] &= low6;
+  std::memcpy(out, u, 16);
+}
+
+// sum over sub-blocks of 32 of mins[j] * (bsums[2j] + bsums[2j+1]).
+inline __m256i mins_times_bsums(const uint8_t* mins8, const int16_t* bsums) {
+  __m256i pair_sums = _mm256_madd_epi16(load256(bsums), _mm256_set1_epi16(1));
+  __m256i mins = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mins8)));
+  return _mm256_mullo_epi32(pair_sums, mins);
+}
+
+template <bool kFive>
+struct DotQ45K {
+  using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
+  template <int C>
+  static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
+    const auto* wb = static_cast<const Block*>(w);
+    const BlockQ8_K* a[C];
+    __m256 acc[C], acc_min[C];
+    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = acc_min[c] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 256; ++b) {
+      const Block& x = wb[b];
+      uint8_t sm[16];
+      unpack_k4_scales(x.scales, sm);
+      const float d = f16_to_f32(x.d), dmin = f16_to_f32(x.dmin);
+      __m256i high = _mm256_setzero_si256();
+      if constexpr (kFive) high = load256(x.qh);
+      __m256i sum[C];
+      for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
+      for (int j = 0; j < 4; ++j) {
+        const __m256i bits = load256(x.qs + 32 * j);
+        __m256i lo = _mm256_and_si256(bits, _mm256_set1_epi8(0x0F));
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F));
+        if constexpr (kFive) {
+          lo = _mm256_or_si256(lo, _mm256_slli_epi16(bit_of_bytes(high, 2 * j), 4));
+          hi = _mm256_or_si256(hi, _mm256_slli_epi16(bit_of_bytes(high, 2 * j + 1), 4));
+        }
+        const __m256i s_lo = _mm256_set1_epi16(sm[2 * j]), s_hi = _mm256_set1_epi16(sm[2 * j + 1]);
+        for (int c = 0; c < C; ++c) {
+          const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(a[c][b].qs + 64 * j)), s_lo);
+          const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(a[c][b].qs + 64 * j + 32)), s_hi);
+          sum[c] = _mm256_add_epi32(sum[c], _mm256_add_epi32(p_lo, p_hi));
+        }
+      }
+      for (int c = 0; c < C; ++c) {
+        const float da = a[c][b].d;
+        acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d * da), _mm256_cvtepi32_ps(sum[c]), acc[c]);
+        acc_min[c] = _mm256_fmadd_ps(_mm256_set1_ps(dmin * da), _mm256_cvtepi32_ps(mins_times_bsums(sm + 8, a[c][b].bsums)), acc_min[c]);
+      }
+    }
+    for (int c = 0; c < C; ++c) out[c] = hsum(acc[c]) - hsum(acc_min[c]);
+  }
+};
+
+struct DotQ6K {
+  template <int C>
+  static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
+    const auto* wb = static_cast<const BlockQ6_K*>(w);
+    const BlockQ8_K* a[C];
+    __m256 acc[C];
+    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+    for (int64_t b = 0; b < n / 256; ++b) {
+      const BlockQ6_K& x = wb[b];
+      const float d = f16_to_f32(x.d);
+      const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales)));
+      __m256i sum[C];
+      for (int c = 0; c < C; ++c) {
+        // codes are stored +32: subtract 32 * sum(scale * bsum) at the end
+        sum[c] = _mm256_slli_epi32(_mm256_madd_epi16(scales16, load256(a[c][b].bsums)), 5);
+        sum[c] = _mm256_sub_epi32(_mm256_setzero_si256(), sum[c]);
+      }
+      for (int h = 0; h < 2; ++h) {
+        const __m256i ql0 = load256(x.ql + 64 * h), ql1 = load256(x.ql + 64 * h + 32), qh = load256(x.qh + 32 * h);
+        const __m256i q[4] = {
+            _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)),
+            _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4)),
+        };
+        for (int g = 0; g < 4; ++g) {
+          const int sub = 8 * h + 2 * g;  // elements h*128 + 32g + [0,16) and [16,32)
+          const __m256i s = two_scales(x.scales[sub], x.scales[sub + 1]);
+          for (int c = 0; c < C; ++c) {
+            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q[g], load256(a[c][b].qs + 128 * h + 32 * g)), s);
+            sum[c] = _mm256_add_epi32(sum[c], p);
+          }
+        }
+      }
+      for (int c = 0; c < C; ++c) acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d * a[c][b].d), _mm256_cvtepi32_ps(sum[c]), acc[c]);
+    }
+    for (int c = 0; c < C; ++c) out[c] = hsum(acc[c]);
+  }
+};
+
+// Q2_K and Q3_K share the 2-bit plane layout: element h*128 + 32j + l holds bits 2j of
+// qs[32h + l]; sub-blocks of 16 elements.
+template <bool kThree>
+struct DotQ23K {
+  using Block = std::conditional_t<kThree, BlockQ3_K, BlockQ2_K>;
+  template <int C>
+  static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
+    const auto* wb = static_cast<const Block*>(w);
+    const BlockQ8_K* a[C];
+    __m256 acc[C];
+    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = _mm256_setzero_ps();
+    const __m256i m2 = _mm256_set1_epi8(3);
+    for (int64_t b = 0; b < n / 256; ++b) {
+      const Block& x = wb[b];
+      int8_t scales[16];
+      int8_t mins[16] = {};
+      if constexpr (kThree) {
+        unpack_q3_k_scales(x.scales, scales);
+      } else {
+        for (int s = 0; s < 16; ++s) scales[s] = static_cast<int8_t>(x.scales[s] & 0xF), mins[s] = static_cast<int8_t>(x.scales[s] >> 4);
+      }
+      const float d = f16_to_f32(x.d);
+      // Q3_K codes are stored +4 (offset by sum(scale * bsum)); Q2_K has dmin * mins.
+      const __m256i offsets16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kThree ? scales : mins)));
+      __m256i hbits = _mm256_setzero_si256();
+      if constexpr (kThree) hbits = load256(x.hmask);
+      __m256i sum[C];
+      for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
+      for (int h = 0; h < 2; ++h) {
+        const __m256i bits = load256(x.qs + 32 * h);
+        for (int j = 0; j < 4; ++j) {
+          __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), m2);
+          if constexpr (kThree) q = _mm256_or_si256(q, _mm256_slli_epi16(bit_of_bytes(hbits, 4 * h + j), 2));
+          const int sub = 8 * h + 2 * j;
+          const __m256i s = two_scales(scales[sub], scales[sub + 1]);
+          for (int c = 0; c < C; ++c) {
+            sum[c] = _mm256_add_epi32(sum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q, load256(a[c][b].qs + 128 * h + 32 * j)), s));
+          }
+        }
+      }
+      for (int c = 0; c < C; ++c) {
+        const __m256i off = _mm256_madd_epi16(offsets16, load256(a[c][b].bsums));
+        const float da = a[c][b].d;
+        if constexpr (kThree) {
+          const __m256i total = _mm256_sub_epi32(sum[c], _mm256_slli_epi32(off, 2));
+          acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d * da), _mm256_cvtepi32_ps(total), acc[c]);
+        } else {
+          acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d * da), _mm256_cvtepi32_ps(sum[c]), acc[c]);
+          acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(-f16_to_f32(x.dmin) * da), _mm256_cvtepi32_ps(off), acc[c]);
+        }
+      }
+    }
+    for (int c = 0; c < C; ++c) out[c] = hsum(acc[c]);
+  }
+};
+
+struct DotIQ4XS {
+  template <int C>
+  static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
+    const auto* wb = static_cast<const BlockIQ4_XS*>(w);
+    const BlockQ8_K* a[C];
+    __m256 acc[C];
+    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 256; ++b) {
+      const BlockIQ4_XS& x = wb[b];
+      __m256i sum[C];
+      for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
+      for (int s = 0; s < 8; ++s) {
+        const int ls = (((x.scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((x.scales_h >> (2 * s)) & 3) << 4)) - 32;
+        const __m256i q = lookup16(kIQ4NLValues, nibbles32(x.qs + 16 * s));
+        const __m256i scale = _mm256_set1_epi32(ls);
+        for (int c = 0; c < C; ++c) {
+          sum[c] = _mm256_add_epi32(sum[c], _mm256_mullo_epi32(dot_i8_i8(q, load256(a[c][b].qs + 32 * s)), scale));
+        }
+      }
+      const float d = f16_to_f32(x.d);
+      for (int c = 0; c < C; ++c) acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d * a[c][b].d), _mm256_cvtepi32_ps(sum[c]), acc[c]);
+    }
+    for (int c = 0; c < C; ++c) out[c] = hsum(acc[c]);
+  }
+};
+
+struct DotQ8K {
+  template <int C>
+  static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
+    const auto* wb = static_cast<const BlockQ8_K*>(w);
+    const BlockQ8_K* a[C];
+    __m256 acc[C];
+    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 256; ++b) {
+      for (int c = 0; c < C; ++c) {
+        __m256i sum = _mm256_setzero_si256();
+        for (int k = 0; k < 8; ++k) sum = _mm256_add_epi32(sum, dot_i8_i8(load256(wb[b].qs + 32 * k), load256(a[c][b].qs + 32 * k)));
+        acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(wb[b].d * a[c][b].d), _mm256_cvtepi32_ps(sum), acc[c]);
+      }
+    }
+    for (int c = 0; c < C; ++c) out[c] = hsum(acc[c]);
+  }
+};
+
+// ---- float formats against F32 activations ----
+struct LoadF32 {
+  static __m256 load8(const void* w, int64_t i) { return _mm256_loadu_ps(static_cast<const float*>(w) + i); }
+  static float load1(const void* w, int64_t i) { return static_cast<const float*>(w)[i]; }
+};
+struct LoadF16 {
+  static __m256 load8(const void* w, int64_t i) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + i)));
+  }
+  static float load1(const void* w, int64_t i) { return f16_to_f32(static_cast<const uint16_t*>(w)[i]); }
+};
+struct LoadBF16 {
+  static __m256 load8(const void* w, int64_t i) {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + i));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static float load1(const void* w, int64_t i) { return bf16_to_f32(static_cast<const uint16_t*>(w)[i]); }
+};
+
+template <typename L>
+struct DotFloat {
+  template <int C>
+  static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
+    const float* a[C];
+    __m256 acc0[C], acc1[C];
+    for (int c = 0; c < C; ++c) a[c] = act_col<float>(act, stride, c), acc0[c] = acc1[c] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      const __m256 w0 = L::load8(w, i), w1 = L::load8(w, i + 8);
+      for (int c = 0; c < C; ++c) {
+        acc0[c] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(a[c] + i), acc0[c]);
+        acc1[c] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(a[c] + i + 8), acc1[c]);
+      }
+    }
+    for (int c = 0; c < C; ++c) {
+      float s = hsum(_mm256_add_ps(acc0[c], acc1[c]));
+      for (int64_t k = i; k < n; ++k) s += L::load1(w, k) * a[c][k];
+      out[c] = s;
+    }
+  }
+};
+
+template <typename K>
+void entry(int64_t n, const void* w, const void* act, size_t stride, int n_cols, float* out) {
+  switch (n_cols) {
+    case 1: return K::template run<1>(n, w, act, stride, out);
+    case 2: return K::template run<2>(n, w, act, stride, out);
+    case 3: return K::template run<3>(n, w, act, stride, out);
+    default: return K::template run<4>(n, w, act, stride, out);
+  }
+}
+
+KernelSet make_avx2() {
+  KernelSet s{"avx2", {}};
+  auto set = [&](Type t, DotKernel k) { s.dot[static_cast<uint32_t>(t)] = k; };
+  set(Type::F32, entry<DotFloat<LoadF32>>);
+  set(Type::F16, entry<DotFloat<LoadF16>>);
+  set(Type::BF16, entry<DotFloat<LoadBF16>>);
+  set(Type::Q4_0, entry<Dot32<FmtQ4_0>>);
+  set(Type::Q4_1, entry<Dot32<FmtQ4_1>>);
+  set(Type::Q5_0, entry<Dot32<FmtQ5_0>>);
+  set(Type::Q5_1, entry<Dot32<FmtQ5_1>>);
+  set(Type::Q8_0, entry<Dot32<FmtQ8_0>>);
+  set(Type::IQ4_NL, entry<Dot32<FmtIQ4_NL>>);
+  set(Type::MXFP4, entry<Dot32<FmtMXFP4>>);
+  set(Type::Q2_K, entry<DotQ23K<false>>);
+  set(Type::Q3_K, entry<DotQ23K<true>>);
+  set(Type::Q4_K, entry<DotQ45K<false>>);
+  set(Type::Q5_K, entry<DotQ45K<true>>);
+  set(Type::Q6_K, entry<DotQ6K>);
+  set(Type::Q8_K, entry<DotQ8K>);
+  set(Type::IQ4_XS, entry<DotIQ4XS>);
+  return s;
+}
+
+}  // namespace
+
+const KernelSet* avx2_kernels() {
+  static const KernelSet s = make_avx2();
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  return ok ? &s : nullptr;
+}
+
+}  // namespace epq::quant
