@@ -7,5 +7,9 @@ namespace epq::app {
 
 void add_synth_command(CLI::App& root);
 void add_inspect_command(CLI::App& root);
+void add_run_command(CLI::App& root);
+void add_tokenize_command(CLI::App& root);
+void add_chat_command(CLI::App& root);
+void add_perplexity_command(CLI::App& root);
 
 }  // namespace epq::app

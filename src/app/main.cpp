@@ -13,6 +13,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "epq 0.1.0");
   epq::app::add_synth_command(app);
   epq::app::add_inspect_command(app);
+  epq::app::add_run_command(app);
+  epq::app::add_chat_command(app);
+  epq::app::add_tokenize_command(app);
+  epq::app::add_perplexity_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

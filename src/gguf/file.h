@@ -67,6 +67,8 @@ class File {
   const TensorInfo* find_tensor(std::string_view name) const;
   // The tensor's bytes inside the mapping; only for files from open() that are mapped.
   std::span<const uint8_t> tensor_data(const TensorInfo& tensor) const;
+  // Start of the file's mapping (null if not mapped): tensor data is at mapping() + offset.
+  const uint8_t* mapping() const { return map_; }
   // Drops the mapping (metadata and the tensor index stay valid).
   void unmap();
 

@@ -1,0 +1,79 @@
+// `epq chat`: an interactive conversation in the terminal, in the model's chat format.
+#include <unistd.h>
+
+#include <fmt/core.h>
+
+#include <iostream>
+
+#include "app/commands.h"
+#include "app/engine_flags.h"
+#include "runtime/generate.h"
+#include "text/chat_message.h"
+#include "util/error.h"
+
+namespace epq::app {
+namespace {
+
+struct ChatArgs {
+  runtime::EngineOptions engine;
+  runtime::GenerateOptions gen;
+  std::string system;
+};
+
+void run(ChatArgs& a) {
+  runtime::Engine engine(a.engine);
+  runtime::Session session(engine);
+  const text::Tokenizer& tok = engine.tokenizer();
+  const bool interactive = isatty(STDIN_FILENO) != 0;
+  std::vector<text::ChatMessage> messages;
+  if (!a.system.empty()) messages.push_back({"system", a.system});
+  if (interactive) fmt::print(stderr, "epq chat: {} - type a message; /reset starts over, /exit or Ctrl-D quits\n", engine.info().name);
+  std::string line;
+  for (;;) {
+    if (interactive) fmt::print(stderr, "> ");
+    if (!std::getline(std::cin, line) || line == "/exit") break;
+    if (line == "/reset") {
+      messages.resize(a.system.empty() ? 0 : 1);
+      session.truncate(0);
+      continue;
+    }
+    if (line.empty()) continue;
+    messages.push_back({"user", line});
+    // Re-render the conversation; evaluate only what the session does not hold yet.
+    std::vector<int32_t> ids;
+    if (tok.add_bos() && tok.bos()) ids.push_back(*tok.bos());
+    const auto body = tok.encode(text::render_chatml(messages, true), true);
+    ids.insert(ids.end(), body.begin(), body.end());
+    size_t common = 0;
+    while (common < ids.size() && common < session.tokens().size() && ids[common] == session.tokens()[common]) ++common;
+    if (common == ids.size()) --common;  // always evaluate at least one token
+    session.truncate(static_cast<int32_t>(common));
+    const std::span<const int32_t> fresh(ids.data() + common, ids.size() - common);
+    const auto r = runtime::generate(session, tok, fresh, a.gen, [](std::string_view piece) {
+      fmt::print("{}", piece);
+      std::fflush(stdout);
+      return true;
+    });
+    fmt::print("\n");
+    messages.push_back({"assistant", r.text});
+    if (interactive) {
+      fmt::print(stderr, "[{} tokens, {:.2f} tok/s]\n", r.tokens.size(),
+                 r.tokens.size() > 1 ? static_cast<double>(r.tokens.size() - 1) / std::max(r.generation_seconds, 1e-9) : 0.0);
+    }
+  }
+}
+
+}  // namespace
+
+void add_chat_command(CLI::App& root) {
+  auto args = std::make_shared<ChatArgs>();
+  args->gen.max_tokens = 512;
+  CLI::App* c = root.add_subcommand("chat", "Chat with a model in the terminal (one message per line)");
+  add_engine_flags(c, args->engine);
+  add_sampler_flags(c, args->gen.sampler);
+  c->add_option("-n,--n-predict", args->gen.max_tokens, "Longest reply in tokens")->capture_default_str();
+  c->add_option("--system", args->system, "System message");
+  c->callback([args] { run(*args); });
+}
+
+}  // namespace epq::app

@@ -1,0 +1,72 @@
+// `epq run`: generate text from a prompt, streaming it to stdout.
+#include <fmt/core.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "app/commands.h"
+#include "app/engine_flags.h"
+#include "runtime/generate.h"
+#include "util/error.h"
+
+namespace epq::app {
+namespace {
+
+struct RunArgs {
+  runtime::EngineOptions engine;
+  runtime::GenerateOptions gen;
+  std::string prompt;
+  std::string prompt_file;
+  bool no_special = false;
+  bool show_prompt = false;
+};
+
+void run(RunArgs& a) {
+  if (!a.prompt_file.empty()) {
+    std::ifstream in(a.prompt_file, std::ios::binary);
+    if (!in) fail("cannot read prompt file '{}'", a.prompt_file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    a.prompt = ss.str();
+  }
+  runtime::Engine engine(a.engine);
+  runtime::Session session(engine);
+  const text::Tokenizer& tok = engine.tokenizer();
+  std::vector<int32_t> prompt;
+  if (tok.add_bos() && tok.bos()) prompt.push_back(*tok.bos());
+  const std::vector<int32_t> body = tok.encode(a.prompt, !a.no_special);
+  prompt.insert(prompt.end(), body.begin(), body.end());
+  if (prompt.empty()) fail("the prompt is empty: give one with -p or -f");
+  if (a.show_prompt) fmt::print("{}", a.prompt);
+  std::fflush(stdout);
+  const runtime::GenerateResult r = runtime::generate(session, tok, prompt, a.gen, [](std::string_view piece) {
+    fmt::print("{}", piece);
+    std::fflush(stdout);
+    return true;
+  });
+  fmt::print("\n");
+  const int n_gen = static_cast<int>(r.tokens.size());
+  fmt::print(stderr, "prompt: {} tokens in {:.2f} s ({:.2f} tok/s) | generation: {} tokens in {:.2f} s ({:.2f} tok/s) | finish: {}\n",
+             r.prompt_tokens, r.prompt_seconds, r.prompt_tokens / std::max(r.prompt_seconds, 1e-9), n_gen,
+             r.generation_seconds, n_gen > 1 ? (n_gen - 1) / std::max(r.generation_seconds, 1e-9) : 0.0, r.finish_reason);
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& root) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* c = root.add_subcommand("run", "Generate text from a prompt");
+  add_engine_flags(c, args->engine);
+  add_sampler_flags(c, args->gen.sampler);
+  c->add_option("-p,--prompt", args->prompt, "Prompt text");
+  c->add_option("-f,--file", args->prompt_file, "Read the prompt from a file");
+  c->add_option("-n,--n-predict", args->gen.max_tokens, "Tokens to generate")->capture_default_str();
+  c->add_flag("--ignore-eos", args->gen.ignore_eos, "Keep generating past end-of-generation tokens (fixed-length runs)");
+  c->add_option("--stop", args->gen.stop, "Stop when this text is generated (repeatable)");
+  c->add_flag("--no-special", args->no_special, "Treat special-token text in the prompt as plain text");
+  c->add_flag("--show-prompt", args->show_prompt, "Echo the prompt before the generated text");
+  c->callback([args] { run(*args); });
+}
+
+}  // namespace epq::app

@@ -1,0 +1,26 @@
+#pragma once
+// The data of a model's resident (non-expert) tensors, by name: pointers into the mapped
+// file, or into one buffer the tensors were read into (see runtime/weight_loader).
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+#include "gguf/file.h"
+
+namespace epq::models {
+
+class ResidentWeights {
+ public:
+  void add(const std::string& name, const uint8_t* data) { data_[name] = data; }
+  // Data of a tensor, or an Error naming the file and tensor if it is absent.
+  const uint8_t* get(const gguf::File& file, const std::string& name) const;
+  bool has(const std::string& name) const { return data_.count(name) != 0; }
+
+  // Every tensor except routed experts, pointing into the file's mapping.
+  static ResidentWeights from_mapping(const gguf::File& file);
+
+ private:
+  std::unordered_map<std::string, const uint8_t*> data_;
+};
+
+}  // namespace epq::models

@@ -1,0 +1,47 @@
+#!/usr/bin/python3
+"""Run the numpy reference model over a token sequence and write an EPQ logits file.
+
+    run_reference.py MODEL.gguf --tokens 1,2,3,... --logits-out OUT
+                     [--emulate-q8-activations] [--no-kv-f16]
+
+Positions 0..N-1 are run as one sequence; logits of positions 0..N-2 are written with
+targets tokens[1..N-1], the layout of `epq perplexity --all-positions --logits-out`.
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+
+from logits_file import write_logits  # noqa: E402
+from qwen3moe import Qwen3MoE  # noqa: E402
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model")
+    parser.add_argument("--tokens", required=True, help="comma-separated token ids")
+    parser.add_argument("--logits-out", required=True)
+    parser.add_argument("--emulate-q8-activations", action="store_true",
+                        help="round the input of every quantized-weight product through int8")
+    parser.add_argument("--kv-f16", dest="kv_f16", action="store_true", default=True,
+                        help="round K and V to float16 as the KV cache does (default)")
+    parser.add_argument("--no-kv-f16", dest="kv_f16", action="store_false")
+    parser.add_argument("--float32", action="store_true", help="compute in float32, not float64")
+    args = parser.parse_args(argv)
+
+    tokens = [int(t) for t in args.tokens.replace(" ", ",").split(",") if t]
+    if len(tokens) < 2:
+        parser.error("need at least 2 tokens")
+    model = Qwen3MoE(args.model, dtype=np.float32 if args.float32 else np.float64,
+                     kv_f16=args.kv_f16, emulate_q8=args.emulate_q8_activations)
+    if max(tokens) >= model.n_vocab or min(tokens) < 0:
+        parser.error(f"token ids must be in [0, {model.n_vocab})")
+    logits = model.forward(tokens)
+    write_logits(args.logits_out, tokens[1:], logits[:-1])
+
+
+if __name__ == "__main__":
+    main()
