@@ -92,27 +92,26 @@ void run(PerplexityArgs& a) {
   fmt::print(stderr, "perplexity: {} tokens, {} chunk(s) of {}, scoring positions {}..{} of each\n", n_tokens, n_chunks, chunk_len,
              first, chunk_len - 2);
   NllStats stats;
-  std::vector<float> logits;
   size_t scored = 0;
   for (int64_t c = 0; c < n_chunks; ++c) {
     std::vector<int32_t> chunk(tokens.begin() + c * chunk_len, tokens.begin() + (c + 1) * chunk_len);
     if (c > 0 && engine.tokenizer().add_bos() && engine.tokenizer().bos()) chunk[0] = *engine.tokenizer().bos();
     session.truncate(0);
-    session.eval_all(chunk, logits);
-    for (int64_t j = first; j < chunk_len - 1; ++j) {
-      const float* row = logits.data() + j * n_vocab;
-      const int32_t target = chunk[static_cast<size_t>(j + 1)];
+    session.eval_each(chunk, [&](size_t j, const float* row) {
+      if (static_cast<int64_t>(j) < first || static_cast<int64_t>(j) >= chunk_len - 1) return;
+      const int32_t target = chunk[j + 1];
       stats.add(token_nll(row, n_vocab, target));
       if (writer) writer->add(target, row);
       if (comparer) comparer->add(scored, target, row);
       ++scored;
-    }
+    });
     fmt::print("[{}]{:.4f}{}", c + 1, stats.ppl(), c + 1 == n_chunks ? "\n" : ",");
     std::fflush(stdout);
   }
   const auto& st = session.stats();
   fmt::print("Final estimate: PPL = {:.4f} +/- {:.5f} over {} positions ({:.2f} tok/s)\n", stats.ppl(), stats.ppl_error(), stats.count,
              static_cast<double>(st.tokens) / std::max(st.seconds, 1e-9));
+  if (engine.pager()) fmt::print(stderr, "{}\n", engine.pager_summary(st.tokens));
   if (writer) {
     writer->finish();
     fmt::print("wrote the logits of {} positions to {}\n", scored, a.logits_out);

@@ -9,6 +9,8 @@
 #include "app/engine_flags.h"
 #include "runtime/generate.h"
 #include "util/error.h"
+#include "util/format.h"
+#include "util/process_memory.h"
 
 namespace epq::app {
 namespace {
@@ -47,9 +49,14 @@ void run(RunArgs& a) {
   });
   fmt::print("\n");
   const int n_gen = static_cast<int>(r.tokens.size());
-  fmt::print(stderr, "prompt: {} tokens in {:.2f} s ({:.2f} tok/s) | generation: {} tokens in {:.2f} s ({:.2f} tok/s) | finish: {}\n",
-             r.prompt_tokens, r.prompt_seconds, r.prompt_tokens / std::max(r.prompt_seconds, 1e-9), n_gen,
-             r.generation_seconds, n_gen > 1 ? (n_gen - 1) / std::max(r.generation_seconds, 1e-9) : 0.0, r.finish_reason);
+  const ProcessMemory mem = read_process_memory();
+  fmt::print(stderr,
+             "prompt: {} tokens in {:.2f} s ({:.2f} tok/s) | generation: {} tokens in {:.2f} s ({:.2f} tok/s) | finish: {} | "
+             "peak RSS {} ({} bytes)\n",
+             r.prompt_tokens, r.prompt_seconds, r.prompt_tokens / std::max(r.prompt_seconds, 1e-9), n_gen, r.generation_seconds,
+             n_gen > 1 ? (n_gen - 1) / std::max(r.generation_seconds, 1e-9) : 0.0, r.finish_reason, format_bytes(mem.peak_rss),
+             mem.peak_rss);
+  if (engine.pager()) fmt::print(stderr, "{}\n", engine.pager_summary(session.stats().tokens));
 }
 
 }  // namespace

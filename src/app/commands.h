@@ -11,5 +11,7 @@ void add_run_command(CLI::App& root);
 void add_tokenize_command(CLI::App& root);
 void add_chat_command(CLI::App& root);
 void add_perplexity_command(CLI::App& root);
+void add_plan_command(CLI::App& root);
+void add_limit_command(CLI::App& root);
 
 }  // namespace epq::app

@@ -1,5 +1,7 @@
 #include "app/engine_flags.h"
 
+#include "util/format.h"
+
 namespace epq::app {
 
 void add_engine_flags(CLI::App* c, runtime::EngineOptions& o) {
@@ -9,6 +11,32 @@ void add_engine_flags(CLI::App* c, runtime::EngineOptions& o) {
   c->add_option("-b,--batch", o.n_batch, "Prompt tokens per forward pass")->capture_default_str();
   c->add_option("--expert-used", o.expert_used, "Override the model's experts per token (top-k), for ablations")
       ->envname("EPQ_EXPERT_USED");
+  c->add_option_function<std::string>(
+       "--ram-budget",
+       [&o](const std::string& v) {
+         auto bytes = parse_size(v);
+         if (!bytes || *bytes == 0) throw CLI::ValidationError("--ram-budget", "expected a size such as 8G or 512M, got '" + v + "'");
+         o.ram_budget = *bytes;
+       },
+       "Bound the whole process's memory (e.g. 8G): routed experts are paged from the file (or EPQ_RAM_BUDGET_MB)");
+  c->add_option("--evict", o.evict, "Expert eviction policy: lru, ls (Least-Stale) or ls-pos (position-aware)")
+      ->envname("EPQ_EVICT")
+      ->check(CLI::IsMember({"lru", "ls", "ls-pos"}))
+      ->capture_default_str();
+  c->add_option("--io", o.io.backend, "Expert reads: uring (io_uring) or pread (a thread pool)")
+      ->check(CLI::IsMember({"uring", "pread"}))
+      ->capture_default_str();
+  c->add_option("--io-depth", o.io.queue_depth, "Expert reads in flight at once")->check(CLI::Range(1, 4096))->capture_default_str();
+  c->add_option_function<std::string>(
+      "--io-split",
+      [&o](const std::string& v) {
+        auto bytes = parse_size(v);
+        if (!bytes || *bytes < 4096 || *bytes > (1u << 30)) throw CLI::ValidationError("--io-split", "expected a size from 4K to 1G");
+        o.io.max_read_bytes = static_cast<uint32_t>(*bytes);
+      },
+      "Split expert reads into pieces of at most this size (default 1M)");
+  c->add_flag("--buffered-io", o.io.force_buffered, "Read experts through the page cache (dropped after each read) instead of O_DIRECT");
+  c->add_option("--stats-file", o.stats_file, "Write one JSON line of pager counters per forward pass to this file");
 }
 
 void add_sampler_flags(CLI::App* c, runtime::SamplerOptions& o) {

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   epq::app::add_chat_command(app);
   epq::app::add_tokenize_command(app);
   epq::app::add_perplexity_command(app);
+  epq::app::add_plan_command(app);
+  epq::app::add_limit_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

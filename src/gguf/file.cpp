@@ -141,7 +141,7 @@ std::string TensorInfo::shape_string() const {
   return out + "]";
 }
 
-File File::open(const std::string& path) {
+File File::open(const std::string& path, Access access) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
   struct stat st {};
@@ -155,9 +155,17 @@ File File::open(const std::string& path) {
   }
   void* map = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
   int map_errno = errno;
-  ::close(fd);
-  if (map == MAP_FAILED) fail("{}: cannot map: {}", path, std::strerror(map_errno));
+  if (map == MAP_FAILED) {
+    ::close(fd);
+    fail("{}: cannot map: {}", path, std::strerror(map_errno));
+  }
   File f;
+  if (access == Access::kHeaderOnly) {
+    madvise(map, static_cast<size_t>(st.st_size), MADV_RANDOM);
+    f.header_fd_ = fd;
+  } else {
+    ::close(fd);
+  }
   f.path_ = path;
   f.map_ = static_cast<const uint8_t*>(map);
   f.map_size_ = static_cast<size_t>(st.st_size);
@@ -289,6 +297,7 @@ File& File::operator=(File&& other) noexcept {
   tensor_index_ = std::move(other.tensor_index_);
   map_ = std::exchange(other.map_, nullptr);
   map_size_ = std::exchange(other.map_size_, 0);
+  header_fd_ = std::exchange(other.header_fd_, -1);
   return *this;
 }
 
@@ -298,6 +307,11 @@ void File::unmap() {
   if (map_ != nullptr) munmap(const_cast<uint8_t*>(map_), map_size_);
   map_ = nullptr;
   map_size_ = 0;
+  if (header_fd_ >= 0) {
+    posix_fadvise(header_fd_, 0, static_cast<off_t>(data_offset_), POSIX_FADV_DONTNEED);
+    ::close(header_fd_);
+    header_fd_ = -1;
+  }
 }
 
 const Value* File::find(std::string_view key) const {

@@ -34,7 +34,11 @@ struct TensorInfo {
 
 class File {
  public:
-  static File open(const std::string& path);
+  // kAll: the whole file will be read through the mapping (normal readahead).
+  // kHeaderOnly: only the header is read here; no readahead, and unmap() drops the
+  // header's pages from the page cache, so tensor data never enters it through us.
+  enum class Access { kAll, kHeaderOnly };
+  static File open(const std::string& path, Access access = Access::kAll);
   // Parses an in-memory image (no mapping is kept; tensor_data is unavailable).
   static File parse(std::span<const uint8_t> bytes, const std::string& label);
 
@@ -87,6 +91,7 @@ class File {
   std::unordered_map<std::string, size_t> tensor_index_;
   const uint8_t* map_ = nullptr;
   size_t map_size_ = 0;
+  int header_fd_ = -1;  // kHeaderOnly: kept to drop the header's pages at unmap()
 };
 
 }  // namespace epq::gguf

@@ -50,8 +50,6 @@ class Model {
  public:
   virtual ~Model() = default;
   virtual const ModelInfo& info() const = 0;
-  // Bytes of a state for n_ctx positions and batches of up to max_tokens tokens.
-  virtual uint64_t state_bytes(int n_ctx, int max_tokens, int n_threads) const = 0;
   virtual std::unique_ptr<ForwardState> new_state(int n_ctx, int max_tokens, int n_threads) const = 0;
   // Evaluates tokens at positions pos0, pos0+1, ... (the KV cache must hold 0..pos0-1).
   // Writes n_vocab logits for every token if all_logits, else for the last one only.
@@ -63,6 +61,8 @@ class Model {
 std::vector<std::string> supported_architectures();
 // Reads the model's shape from the file (no tensor data needed): for the memory plan.
 ModelInfo read_model_info(const gguf::File& file, const ModelOptions& options);
+// Bytes new_state(n_ctx, max_tokens, n_threads) will allocate (KV cache and scratch).
+uint64_t forward_state_bytes(const gguf::File& file, const ModelOptions& options, int n_ctx, int max_tokens, int n_threads);
 std::unique_ptr<Model> load_model(const gguf::File& file, const ResidentWeights& weights, const ModelOptions& options);
 
 }  // namespace epq::models

@@ -203,10 +203,6 @@ class Qwen3Moe : public Model {
 
   const ModelInfo& info() const override { return info_; }
 
-  uint64_t state_bytes(int n_ctx, int max_tokens, int n_threads) const override {
-    return StateSizes(h_, n_ctx, max_tokens, n_threads).total(max_tokens);
-  }
-
   std::unique_ptr<ForwardState> new_state(int n_ctx, int max_tokens, int n_threads) const override {
     return std::make_unique<State>(h_, n_ctx, max_tokens, n_threads);
   }
@@ -428,6 +424,10 @@ void Qwen3Moe::forward(ForwardState& base, ExpertSource& experts, ThreadPool& po
 }
 
 }  // namespace
+
+uint64_t qwen3moe_state_bytes(const gguf::File& f, const ModelOptions& options, int n_ctx, int max_tokens, int n_threads) {
+  return StateSizes(read_qwen3moe_hparams(f, options), n_ctx, max_tokens, n_threads).total(max_tokens);
+}
 
 std::unique_ptr<Model> load_qwen3moe(const gguf::File& f, const ResidentWeights& w, const ModelOptions& options) {
   return std::make_unique<Qwen3Moe>(f, w, options);

@@ -23,6 +23,7 @@ struct Qwen3MoeHparams {
 
 Qwen3MoeHparams read_qwen3moe_hparams(const gguf::File& file, const ModelOptions& options);
 ModelInfo qwen3moe_info(const gguf::File& file, const ModelOptions& options);
+uint64_t qwen3moe_state_bytes(const gguf::File& file, const ModelOptions& options, int n_ctx, int max_tokens, int n_threads);
 std::unique_ptr<Model> load_qwen3moe(const gguf::File& file, const ResidentWeights& weights, const ModelOptions& options);
 
 }  // namespace epq::models

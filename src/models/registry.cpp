@@ -11,11 +11,12 @@ namespace {
 struct Architecture {
   const char* name;
   ModelInfo (*info)(const gguf::File&, const ModelOptions&);
+  uint64_t (*state_bytes)(const gguf::File&, const ModelOptions&, int, int, int);
   std::unique_ptr<Model> (*load)(const gguf::File&, const ResidentWeights&, const ModelOptions&);
 };
 
 const Architecture kArchitectures[] = {
-    {"qwen3moe", qwen3moe_info, load_qwen3moe},
+    {"qwen3moe", qwen3moe_info, qwen3moe_state_bytes, load_qwen3moe},
 };
 
 const Architecture& find(const gguf::File& file) {
@@ -35,6 +36,10 @@ std::vector<std::string> supported_architectures() {
 }
 
 ModelInfo read_model_info(const gguf::File& file, const ModelOptions& options) { return find(file).info(file, options); }
+
+uint64_t forward_state_bytes(const gguf::File& file, const ModelOptions& options, int n_ctx, int max_tokens, int n_threads) {
+  return find(file).state_bytes(file, options, n_ctx, max_tokens, n_threads);
+}
 
 std::unique_ptr<Model> load_model(const gguf::File& file, const ResidentWeights& weights, const ModelOptions& options) {
   return find(file).load(file, weights, options);

@@ -1,28 +1,91 @@
 #include "runtime/engine.h"
 
+#include <fmt/core.h>
+
+#include <cstdlib>
+
 #include "models/resident_experts.h"
+#include "runtime/resident_loader.h"
 #include "util/error.h"
+#include "util/format.h"
 
 namespace epq::runtime {
 
-Engine::Engine(const EngineOptions& options) : options_(options), file_(gguf::File::open(options.model_path)) {
-  if (options_.n_ctx < 1) fail("--ctx must be at least 1, got {}", options_.n_ctx);
-  if (options_.n_batch < 1) fail("--batch must be at least 1, got {}", options_.n_batch);
-  if (options_.n_threads <= 0) options_.n_threads = physical_core_count();
+std::optional<uint64_t> budget_from_environment() {
+  const char* mb = std::getenv("EPQ_RAM_BUDGET_MB");
+  if (mb == nullptr || *mb == '\0') return std::nullopt;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(mb, &end, 10);
+  if (*end != '\0' || v == 0) fail("EPQ_RAM_BUDGET_MB must be a positive number of MiB, got '{}'", mb);
+  return static_cast<uint64_t>(v) << 20;
+}
+
+EngineOptions resolve(EngineOptions o) {
+  if (o.n_ctx < 1) fail("--ctx must be at least 1, got {}", o.n_ctx);
+  if (o.n_batch < 1) fail("--batch must be at least 1, got {}", o.n_batch);
+  if (o.n_threads <= 0) o.n_threads = physical_core_count();
+  if (!o.ram_budget) o.ram_budget = budget_from_environment();
+  return o;
+}
+
+Engine::Engine(const EngineOptions& options)
+    : options_(resolve(options)),
+      file_(gguf::File::open(options_.model_path, options_.ram_budget ? gguf::File::Access::kHeaderOnly : gguf::File::Access::kAll)) {
   tokenizer_.emplace(text::Tokenizer::from_gguf(file_));
   const models::ModelOptions model_options{options_.expert_used};
-  model_ = models::load_model(file_, models::ResidentWeights::from_mapping(file_), model_options);
+  auto note = [&](const std::string& text) {
+    if (!options_.quiet) fmt::print(stderr, "epq: {}\n", text);
+  };
+
+  if (!options_.ram_budget) {
+    model_ = models::load_model(file_, models::ResidentWeights::from_mapping(file_), model_options);
+    resident_experts_ = std::make_unique<models::ResidentExperts>(file_.mapping(), model_->info().experts);
+  } else {
+    const models::ModelInfo info = models::read_model_info(file_, model_options);
+    file_.unmap();  // from here on, weights come only through direct reads
+    plan_ = plan_memory_now(file_, info, model_options, {*options_.ram_budget, options_.n_ctx, options_.n_batch, options_.n_threads, options_.io});
+    if (!plan_->feasible) fail("{}", plan_->refusal());
+    source_ = std::make_unique<pager::ModelFile>(options_.model_path, options_.io.force_buffered);
+    resident_ = std::make_unique<ResidentLoader>(file_, *source_);
+    model_ = models::load_model(file_, resident_->weights(), model_options);
+    pager::PagerOptions po{plan_->slots, options_.evict, options_.io};
+    pager_ = std::make_unique<pager::Pager>(options_.model_path, model_->info().experts, po);
+    for (const std::string& n : pager_->notes()) note(n);
+    note(fmt::format("paging experts: budget {}, arena {} ({:.1f}% of experts), {} eviction, {}", format_bytes(*options_.ram_budget),
+                     format_bytes(pager_->arena_bytes()), 100 * plan_->coverage(), pager_->policy().name(), pager_->io_name()));
+  }
   if (tokenizer_->n_vocab() != model_->info().n_vocab) {
     fail("{}: tokenizer has {} tokens but the model's vocabulary is {}", file_.path(), tokenizer_->n_vocab(), model_->info().n_vocab);
   }
-  experts_ = std::make_unique<models::ResidentExperts>(file_.mapping(), model_->info().experts);
   pool_ = std::make_unique<ThreadPool>(options_.n_threads);
+  if (!options_.stats_file.empty()) pass_log_ = std::make_unique<PassLog>(options_.stats_file);
 }
 
 Engine::~Engine() = default;
 
+std::string Engine::pager_summary(int64_t tokens) const {
+  if (!pager_) return {};
+  const pager::PagerStats& s = pager_->stats();
+  return fmt::format("pager: {:.1f}% hits ({} of {} expert requests), {:.1f} MiB read per token, {} evictions, io wait {:.1f} ms; "
+                     "arena {} holds {:.1f}% of experts",
+                     s.requests ? 100.0 * static_cast<double>(s.hits) / static_cast<double>(s.requests) : 0.0, s.hits, s.requests,
+                     tokens ? static_cast<double>(s.bytes_read) / static_cast<double>(tokens) / (1 << 20) : 0.0, s.evictions(),
+                     s.io_wait_ms, format_bytes(pager_->arena_bytes()), 100 * plan_->coverage());
+}
+
 std::unique_ptr<models::ForwardState> Engine::new_state() const {
   return model_->new_state(options_.n_ctx, options_.n_batch, options_.n_threads);
+}
+
+void Engine::forward(models::ForwardState& state, std::span<const int32_t> tokens, int32_t pos0, bool all_logits, float* logits,
+                     models::ForwardTiming* timing) {
+  models::ExpertSource& experts = pager_ ? static_cast<models::ExpertSource&>(*pager_) : *resident_experts_;
+  const pager::PagerStats before = pager_ ? pager_->stats() : pager::PagerStats{};
+  model_->forward(state, experts, *pool_, tokens, pos0, all_logits, logits, timing);
+  if (pass_log_) {
+    pass_log_->record(static_cast<int64_t>(tokens.size()), pager_ ? pager_->stats() - before : pager::PagerStats{},
+                      timing ? timing->total_ms : 0);
+  }
 }
 
 }  // namespace epq::runtime

@@ -1,6 +1,12 @@
 #pragma once
 // A loaded model ready to run: the GGUF file, the tokenizer, the architecture with its
 // resident weights, the source of routed experts, and the thread pool.
+//
+// Without a RAM budget the file is mapped and every weight is used in place (the
+// all-in-RAM path). With one, the memory plan decides everything up front: resident
+// weights are read into the process with direct I/O, and routed experts are paged into
+// the arena the plan leaves.
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -8,9 +14,15 @@
 #include "core/thread_pool.h"
 #include "gguf/file.h"
 #include "models/model.h"
+#include "pager/io_engine.h"
+#include "pager/pager.h"
+#include "runtime/memory_plan.h"
+#include "runtime/pass_log.h"
 #include "text/tokenizer.h"
 
 namespace epq::runtime {
+
+class ResidentLoader;
 
 struct EngineOptions {
   std::string model_path;
@@ -18,6 +30,11 @@ struct EngineOptions {
   int n_threads = 0;  // 0: physical cores
   int n_batch = 64;   // tokens per forward pass when processing a prompt
   std::optional<int> expert_used;
+  std::optional<uint64_t> ram_budget;  // set: page the experts within this budget
+  std::string evict = "lru";
+  pager::IoOptions io;
+  std::string stats_file;
+  bool quiet = false;  // no notes on stderr
 };
 
 class Engine {
@@ -27,20 +44,37 @@ class Engine {
 
   const EngineOptions& options() const { return options_; }
   const gguf::File& file() const { return file_; }
-  const models::Model& model() const { return *model_; }
   const models::ModelInfo& info() const { return model_->info(); }
   const text::Tokenizer& tokenizer() const { return *tokenizer_; }
-  models::ExpertSource& experts() { return *experts_; }
   ThreadPool& pool() { return *pool_; }
   std::unique_ptr<models::ForwardState> new_state() const;
+  // Runs the model on a batch and records the pass in the stats file.
+  void forward(models::ForwardState& state, std::span<const int32_t> tokens, int32_t pos0, bool all_logits, float* logits,
+               models::ForwardTiming* timing);
+
+  // Paged mode only (null otherwise).
+  const pager::Pager* pager() const { return pager_.get(); }
+  const MemoryPlan* plan() const { return plan_ ? &*plan_ : nullptr; }
+  // One line: hit %, MiB read per token (over `tokens` evaluated), evictions, arena coverage.
+  std::string pager_summary(int64_t tokens) const;
 
  private:
   EngineOptions options_;
   gguf::File file_;
   std::optional<text::Tokenizer> tokenizer_;
+  std::optional<MemoryPlan> plan_;
+  std::unique_ptr<pager::ModelFile> source_;
+  std::unique_ptr<ResidentLoader> resident_;
   std::unique_ptr<models::Model> model_;
-  std::unique_ptr<models::ExpertSource> experts_;
+  std::unique_ptr<models::ExpertSource> resident_experts_;
+  std::unique_ptr<pager::Pager> pager_;
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<PassLog> pass_log_;
 };
+
+// Reads the budget from EPQ_RAM_BUDGET_MB when no --ram-budget was given.
+std::optional<uint64_t> budget_from_environment();
+// Checks options and fills in defaults: threads, the budget from the environment.
+EngineOptions resolve(EngineOptions options);
 
 }  // namespace epq::runtime

@@ -7,11 +7,18 @@
 
 namespace epq::runtime {
 
-Session::Session(Engine& engine) : engine_(engine), state_(engine.new_state()) {
-  logits_.resize(static_cast<size_t>(engine.info().n_vocab));
+uint64_t Session::logits_bytes(int n_vocab, int n_batch) {
+  return Buffer::footprint(static_cast<size_t>(n_vocab) * sizeof(float)) +
+         Buffer::footprint(static_cast<size_t>(n_batch) * static_cast<size_t>(n_vocab) * sizeof(float));
 }
 
-void Session::run(std::span<const int32_t> tokens, bool all, float* out) {
+Session::Session(Engine& engine)
+    : engine_(engine),
+      state_(engine.new_state()),
+      last_logits_(static_cast<size_t>(engine.info().n_vocab) * sizeof(float)),
+      batch_logits_(static_cast<size_t>(engine.options().n_batch) * static_cast<size_t>(engine.info().n_vocab) * sizeof(float)) {}
+
+void Session::run(std::span<const int32_t> tokens, const std::function<void(size_t, const float*)>* on_logits) {
   if (tokens.empty()) return;
   if (position() + static_cast<int64_t>(tokens.size()) > n_ctx()) {
     fail("the context is full: {} tokens after {} would exceed --ctx {}", tokens.size(), position(), n_ctx());
@@ -21,26 +28,28 @@ void Session::run(std::span<const int32_t> tokens, bool all, float* out) {
   const auto start = std::chrono::steady_clock::now();
   for (size_t i = 0; i < tokens.size(); i += batch) {
     const auto part = tokens.subspan(i, std::min(batch, tokens.size() - i));
-    const bool last_part = i + part.size() == tokens.size();
-    float* dest = all ? out + i * n_vocab : logits_.data();
+    const bool all = on_logits != nullptr;
+    float* dest = all ? batch_logits_.as<float>() : last_logits_.as<float>();
     models::ForwardTiming timing;
-    engine_.model().forward(*state_, engine_.experts(), engine_.pool(), part, position(), all, dest, &timing);
+    engine_.forward(*state_, part, position(), all, dest, &timing);
     stats_.expert_wait_seconds += timing.expert_wait_ms / 1000;
     tokens_.insert(tokens_.end(), part.begin(), part.end());
-    if (all && last_part) std::copy_n(dest + (part.size() - 1) * n_vocab, n_vocab, logits_.data());
+    if (all) {
+      for (size_t t = 0; t < part.size(); ++t) (*on_logits)(i + t, dest + t * n_vocab);
+      std::copy_n(dest + (part.size() - 1) * n_vocab, n_vocab, last_logits_.as<float>());
+    }
   }
   stats_.tokens += static_cast<int64_t>(tokens.size());
   stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 const float* Session::eval(std::span<const int32_t> tokens) {
-  run(tokens, false, nullptr);
-  return logits_.data();
+  run(tokens, nullptr);
+  return last_logits_.as<float>();
 }
 
-void Session::eval_all(std::span<const int32_t> tokens, std::vector<float>& all_logits) {
-  all_logits.resize(tokens.size() * static_cast<size_t>(engine_.info().n_vocab));
-  run(tokens, true, all_logits.data());
+void Session::eval_each(std::span<const int32_t> tokens, const std::function<void(size_t, const float*)>& on_logits) {
+  run(tokens, &on_logits);
 }
 
 void Session::truncate(int32_t n) {

@@ -1,14 +1,16 @@
 #pragma once
 // One token sequence being evaluated: its KV cache (in a ForwardState), the tokens so
 // far, and the logits of the last evaluation. Prompts are evaluated in batches of
-// EngineOptions::n_batch tokens.
+// EngineOptions::n_batch tokens; every forward pass is reported to the engine's pass log.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
 
 #include "models/model.h"
 #include "runtime/engine.h"
+#include "util/buffer.h"
 
 namespace epq::runtime {
 
@@ -25,24 +27,28 @@ class Session {
 
   // Evaluates tokens after the current ones. Returns the logits of the last token.
   const float* eval(std::span<const int32_t> tokens);
-  // Evaluates tokens and stores the logits of every one of them in all_logits.
-  void eval_all(std::span<const int32_t> tokens, std::vector<float>& all_logits);
+  // Evaluates tokens and hands the logits of each one, in order, to on_logits(i, logits).
+  void eval_each(std::span<const int32_t> tokens, const std::function<void(size_t, const float*)>& on_logits);
 
   const std::vector<int32_t>& tokens() const { return tokens_; }
   int32_t position() const { return static_cast<int32_t>(tokens_.size()); }
   int32_t n_ctx() const { return state_->n_ctx(); }
-  // Forgets tokens after position n (the KV cache is simply overwritten later).
+  // Forgets tokens after position n (their KV entries are overwritten later).
   void truncate(int32_t n);
   const EvalStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
 
+  // Bytes of the logits buffers a session allocates (for the memory plan).
+  static uint64_t logits_bytes(int n_vocab, int n_batch);
+
  private:
-  void run(std::span<const int32_t> tokens, bool all, float* out);
+  void run(std::span<const int32_t> tokens, const std::function<void(size_t, const float*)>* on_logits);
 
   Engine& engine_;
   std::unique_ptr<models::ForwardState> state_;
   std::vector<int32_t> tokens_;
-  std::vector<float> logits_;
+  Buffer last_logits_;   // n_vocab floats
+  Buffer batch_logits_;  // n_batch * n_vocab floats
   EvalStats stats_;
 };
 

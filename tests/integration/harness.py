@@ -15,7 +15,7 @@ WORKDIR = None
 
 def run(*args, check=True, timeout=600, env=None, input=None):
     """Runs epq with args; returns the CompletedProcess (text mode)."""
-    proc = subprocess.run([EPQ, *map(str, args)], capture_output=True, text=True,
+    proc = subprocess.run([EPQ, *map(str, args)], capture_output=True, text=True, errors="surrogateescape",
                           timeout=timeout, env=env, input=input)
     if check and proc.returncode != 0:
         raise AssertionError(f"epq {' '.join(map(str, args))} failed ({proc.returncode}):\n"

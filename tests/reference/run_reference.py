@@ -2,12 +2,14 @@
 """Run the numpy reference model over a token sequence and write an EPQ logits file.
 
     run_reference.py MODEL.gguf --tokens 1,2,3,... --logits-out OUT
-                     [--emulate-q8-activations] [--no-kv-f16]
+                     [--emulate-q8-activations] [--no-kv-f16] [--float32]
+                     [--follow-ties OTHER_LOGITS [--tolerance T]] [--report R.json]
 
 Positions 0..N-1 are run as one sequence; logits of positions 0..N-2 are written with
 targets tokens[1..N-1], the layout of `epq perplexity --all-positions --logits-out`.
 """
 import argparse
+import json
 import os
 import sys
 
@@ -15,7 +17,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 
-from logits_file import write_logits  # noqa: E402
+from follow_ties import follow_ties  # noqa: E402
+from logits_file import read_logits, write_logits  # noqa: E402
 from qwen3moe import Qwen3MoE  # noqa: E402
 
 
@@ -30,6 +33,14 @@ def main(argv=None):
                         help="round K and V to float16 as the KV cache does (default)")
     parser.add_argument("--no-kv-f16", dest="kv_f16", action="store_false")
     parser.add_argument("--float32", action="store_true", help="compute in float32, not float64")
+    parser.add_argument("--follow-ties", metavar="LOGITS",
+                        help="take near-ties the way the run that wrote this logits file "
+                        "did (see follow_ties.py)")
+    parser.add_argument("--tolerance", type=float, default=3e-3,
+                        help="logit tolerance for --follow-ties (default 3e-3)")
+    parser.add_argument("--report", help="write a JSON report here: per-position smallest "
+                        "near-tie margin (1: none), the flips --follow-ties took, and why "
+                        "it stopped if it did not align every position")
     args = parser.parse_args(argv)
 
     tokens = [int(t) for t in args.tokens.replace(" ", ",").split(",") if t]
@@ -39,8 +50,21 @@ def main(argv=None):
                      kv_f16=args.kv_f16, emulate_q8=args.emulate_q8_activations)
     if max(tokens) >= model.n_vocab or min(tokens) < 0:
         parser.error(f"token ids must be in [0, {model.n_vocab})")
-    logits = model.forward(tokens)
+    flips, problem = [], None
+    if args.follow_ties:
+        targets, other = read_logits(args.follow_ties)
+        if list(targets) != tokens[1:]:
+            parser.error(f"{args.follow_ties} does not score these tokens")
+        logits, flips, problem = follow_ties(model, tokens, other, args.tolerance)
+    else:
+        logits = model.forward(tokens)
     write_logits(args.logits_out, tokens[1:], logits[:-1])
+    if args.report:
+        with open(args.report, "w") as f:
+            json.dump({"near_tie_margin": model.choices.per_position(len(tokens)).tolist(),
+                       "flips": [{"key": list(key), "value": value, "margin": margin}
+                                 for key, value, margin in flips],
+                       "problem": problem}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,84 @@
+#include "runtime/memory_plan.h"
+
+#include <algorithm>
+
+#include "core/thread_pool.h"
+#include "runtime/resident_loader.h"
+#include "runtime/session.h"
+#include "util/error.h"
+#include "util/format.h"
+#include "util/process_memory.h"
+
+namespace epq::runtime {
+
+double MemoryPlan::coverage() const {
+  uint64_t held = 0;
+  for (size_t c = 0; c < classes.classes.size(); ++c) held += static_cast<uint64_t>(slots[c]) * classes.classes[c].slot_bytes;
+  return expert_bytes_total ? static_cast<double>(held) / static_cast<double>(expert_bytes_total) : 1.0;
+}
+
+std::string MemoryPlan::refusal() const {
+  return fmt::format("--ram-budget {} is below the minimum of {} for this model and settings ({} for the rest of the process plus {} "
+                     "expert slots per layer); raise the budget, or lower --ctx/--batch/--threads",
+                     format_bytes(budget), format_bytes(minimum_budget), format_bytes(fixed_bytes), n_expert_used);
+}
+
+MemoryPlan plan_memory(const gguf::File& file, const models::ModelInfo& info, const models::ModelOptions& model_options,
+                       const PlanInput& in) {
+  MemoryPlan p;
+  p.budget = in.budget;
+  p.n_expert_used = info.n_expert_used;
+  p.classes = pager::size_classes(info.experts);
+  const size_t n_classes = p.classes.classes.size();
+  if (n_classes == 0) fail("{}: the model has no routed experts to page", file.path());
+
+  const uint64_t max_slots = [&] { uint64_t n = 0; for (const auto& c : p.classes.classes) n += c.total_experts(); return n; }();
+  p.lines = {
+      {"process (code, libraries, metadata, tokenizer)", (in.process_bytes + (1 << 20) - 1) / (1 << 20) * (1 << 20) + kProcessMargin},
+      {"resident weights", resident_bytes(file)},
+      {"KV cache and compute scratch", models::forward_state_bytes(file, model_options, in.n_ctx, in.n_batch, in.n_threads)},
+      {"logits", Session::logits_bytes(info.n_vocab, in.n_batch)},
+      {"thread stacks", static_cast<uint64_t>(std::max(0, in.n_threads - 1)) * ThreadPool::kWorkerStackBytes},
+      {"I/O engine", pager::IoEngine::memory_bytes(in.io)},
+      {"pager tables", max_slots * 128 + info.experts.size() * static_cast<uint64_t>(info.n_expert) * 4},
+      {"heap headroom", kHeapHeadroom},
+  };
+  for (const LedgerLine& l : p.lines) p.fixed_bytes += l.bytes;
+
+  const uint64_t k = static_cast<uint64_t>(info.n_expert_used);
+  uint64_t minimum_arena = 0;
+  for (const auto& c : p.classes.classes) {
+    minimum_arena += std::min<uint64_t>(k, c.total_experts()) * c.slot_bytes;
+    p.expert_bytes_total += c.total_experts() * c.slot_bytes;
+  }
+  p.minimum_budget = p.fixed_bytes + minimum_arena;
+  p.all_fit_budget = p.fixed_bytes + p.expert_bytes_total;
+  p.slots.assign(n_classes, 0);
+  p.feasible = in.budget >= p.minimum_budget;
+  if (!p.feasible) return p;
+
+  // Top-k slots per class first; the rest of the arena in proportion to expert bytes.
+  const uint64_t arena = in.budget - p.fixed_bytes;
+  uint64_t used = 0;
+  for (size_t c = 0; c < n_classes; ++c) {
+    p.slots[c] = static_cast<int64_t>(std::min<uint64_t>(k, p.classes.classes[c].total_experts()));
+    used += static_cast<uint64_t>(p.slots[c]) * p.classes.classes[c].slot_bytes;
+  }
+  const uint64_t spare = arena - used;
+  for (size_t c = 0; c < n_classes; ++c) {
+    const auto& cls = p.classes.classes[c];
+    const double share = static_cast<double>(cls.total_experts() * cls.slot_bytes) / static_cast<double>(p.expert_bytes_total);
+    const uint64_t extra = static_cast<uint64_t>(static_cast<double>(spare) * share) / cls.slot_bytes;
+    p.slots[c] = static_cast<int64_t>(std::min<uint64_t>(cls.total_experts(), static_cast<uint64_t>(p.slots[c]) + extra));
+  }
+  for (size_t c = 0; c < n_classes; ++c) p.arena_bytes += static_cast<uint64_t>(p.slots[c]) * p.classes.classes[c].slot_bytes;
+  return p;
+}
+
+MemoryPlan plan_memory_now(const gguf::File& file, const models::ModelInfo& info, const models::ModelOptions& model_options,
+                           PlanInput input) {
+  input.process_bytes = read_process_memory().peak_rss;
+  return plan_memory(file, info, model_options, input);
+}
+
+}  // namespace epq::runtime

@@ -1,0 +1,29 @@
+#pragma once
+// Reads a model's resident tensors (everything but routed experts) into one anonymous
+// buffer with direct I/O, so they count as the process's own memory and never sit in the
+// page cache. Each tensor gets a 4 KiB-aligned region that starts at the same offset
+// within a page as the tensor does in the file, so it is read straight into place.
+#include <cstdint>
+
+#include "gguf/file.h"
+#include "models/resident_weights.h"
+#include "pager/model_file.h"
+#include "util/buffer.h"
+
+namespace epq::runtime {
+
+// Bytes the buffer needs for the file's resident tensors.
+uint64_t resident_bytes(const gguf::File& file);
+
+class ResidentLoader {
+ public:
+  ResidentLoader(const gguf::File& file, const pager::ModelFile& source);
+  const models::ResidentWeights& weights() const { return weights_; }
+  uint64_t bytes() const { return buffer_.size(); }
+
+ private:
+  Buffer buffer_;
+  models::ResidentWeights weights_;
+};
+
+}  // namespace epq::runtime

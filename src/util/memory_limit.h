@@ -1,0 +1,27 @@
+#pragma once
+// Runs a command under a kernel-enforced memory limit and reports its peak. The limit is
+// a cgroup created under this process's own (v1 memory.limit_in_bytes, or v2 memory.max)
+// when one is writable; otherwise RLIMIT_DATA via setrlimit, which bounds anonymous
+// memory only. `mechanism` says which was used, and why when it fell back.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace epq {
+
+struct LimitedRun {
+  int exit_code = -1;        // when it exited
+  int signal = 0;            // when it was killed
+  bool killed_by_limit = false;
+  uint64_t peak_rss = 0;     // the child's VmHWM as the kernel reports it (getrusage)
+  uint64_t cgroup_peak = 0;  // the cgroup's peak usage (page cache included), 0 without a cgroup
+  std::string mechanism;
+};
+
+// Describes the mechanism run_with_memory_limit will use, without running anything.
+std::string memory_limit_mechanism();
+
+// stdout_path: where the child's stdout goes ("" = inherit).
+LimitedRun run_with_memory_limit(const std::vector<std::string>& argv, uint64_t limit_bytes, const std::string& stdout_path = "");
+
+}  // namespace epq

@@ -1,0 +1,189 @@
+"""The expert pager: bit-identical output at every budget, policy and I/O path; the
+process stays within a kernel-enforced budget; expert reads bypass the page cache; a
+budget below the minimum is refused; a model file truncated while running is an error,
+never wrong tokens."""
+import ctypes
+import filecmp
+import mmap
+import os
+import re
+import shutil
+import subprocess
+import time
+import unittest
+
+import harness
+from harness import run, path, synth
+
+TEXT = ("The river ran past the old mill and under the stone bridge, where the children of the village "
+        "used to gather in the long summer evenings. They would throw pebbles into the water and count the rings.")
+
+
+def plan_bytes(model, *args):
+    """(smallest budget that runs, smallest that holds every expert), from `epq plan`.
+
+    The plan counts this process's measured size rounded up to a whole MiB; a run measures
+    itself again and can land one MiB higher, so the smallest budget used is minimum + 1 MiB
+    (still only a slot or two above the top-k minimum for the test model's 1 MiB experts)."""
+    out = run("plan", "-m", model, "--ram-budget", "64G", *args).stdout
+    minimum = int(re.search(r"minimum budget: .*?\((\d+) bytes", out).group(1))
+    all_fit = int(re.search(r"holds every expert: .*?\((\d+) bytes", out).group(1))
+    return minimum + (1 << 20), all_fit + (1 << 20)
+
+
+def pager_model(name="pager.gguf", *extra):
+    """A tiny model with ~1 MiB experts (4 layers x 8, top-2), so budgets are fine-grained."""
+    return synth(name, "--preset", "tiny", "--expert-ffn", "2048", *extra)
+
+
+def text_file():
+    p = path("text.txt")
+    with open(p, "w") as f:
+        f.write(TEXT)
+    return p
+
+
+def logits(model, out, *args):
+    run("perplexity", "-m", model, "-f", text_file(), "--all-positions", "--logits-out", out, "-t", "2", *args)
+    return out
+
+
+def greedy(model, *args):
+    return run("run", "-m", model, "-p", TEXT[:60], "-n", "48", "--temp", "0", "--ignore-eos", "-t", "2", *args).stdout
+
+
+def resident_pages(file_path):
+    """Pages of the file in the page cache, by mincore over a fresh mapping."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    size = os.path.getsize(file_path)
+    fd = os.open(file_path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+        vec = ctypes.create_string_buffer(pages)
+        assert libc.mincore(ctypes.c_void_p(addr), size, vec) == 0, os.strerror(ctypes.get_errno())
+        libc.munmap(ctypes.c_void_p(addr), size)
+        return sum(b & 1 for b in vec.raw)
+    finally:
+        os.close(fd)
+
+
+def drop_cache(file_path):
+    fd = os.open(file_path, os.O_RDONLY)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+
+
+class BitIdentical(unittest.TestCase):
+    """Paging changes where bytes come from, never the numbers."""
+
+    def check_model(self, model, name):
+        reference = logits(model, path(f"{name}-resident.logits"))
+        reference_tokens = greedy(model)
+        minimum, all_fit = plan_bytes(model, "--ctx", "4096")
+        mid = (minimum + all_fit) // 2
+        # Every policy and I/O path where evictions happen on every token; the roomier
+        # budgets with one policy each.
+        cases = [(minimum, policy, io) for policy in ("lru", "ls", "ls-pos")
+                 for io in (["--io", "uring"], ["--io", "pread"], ["--buffered-io"])]
+        cases += [(mid, "ls", ["--io", "uring"]), (all_fit, "ls-pos", ["--io", "pread"])]
+        for budget, policy, io in cases:
+            args = ["--ram-budget", str(budget), "--evict", policy, *io]
+            with self.subTest(budget=budget, policy=policy, io=io):
+                for batch in ("64", "1"):  # prompt batches (with waves at the minimum) and one-token passes
+                    out = logits(model, path(f"{name}-paged.logits"), "--batch", batch, *args)
+                    if batch == "64":
+                        self.assertTrue(filecmp.cmp(reference, out, shallow=False), "logits differ from the resident run")
+                self.assertEqual(greedy(model, *args), reference_tokens)
+
+    def test_single_size_class(self):
+        self.check_model(pager_model(), "tiny")
+
+    def test_mixed_size_classes(self):
+        # Q4_K/Q6_K layers plus BF16 layers: two slot sizes.
+        model = pager_model("mixed.gguf", "--tail-expert-type", "BF16", "--tail-layers", "2")
+        self.assertIn("1    ", run("plan", "-m", model, "--ram-budget", "64G").stdout)  # a second class
+        self.check_model(model, "mixed")
+
+    def test_batch1_matches_its_own_resident_run(self):
+        model = pager_model()
+        reference = logits(model, path("tiny-resident-b1.logits"), "--batch", "1")
+        minimum, _ = plan_bytes(model, "--ctx", "4096", "--batch", "1")
+        out = logits(model, path("tiny-paged-b1.logits"), "--batch", "1", "--ram-budget", str(minimum))
+        self.assertTrue(filecmp.cmp(reference, out, shallow=False))
+
+
+class StrictLimit(unittest.TestCase):
+    def test_peak_rss_within_a_kernel_enforced_budget(self):
+        model = synth("small-ish.gguf", "--preset", "small", "--layers", "8")
+        budget = 300 << 20
+        proc = run("limit", "--memory", str(budget), "--", harness.EPQ, "run", "-m", model, "-p", TEXT, "-n", "32", "--temp", "0",
+                   "--ignore-eos", "--ctx", "1024", "-t", "2", "--ram-budget", str(budget))
+        print(proc.stderr.strip().splitlines()[-1])
+        report = re.search(r"under .*? \((.*?)\): peak RSS .*? \((\d+) bytes\)", proc.stderr)
+        mechanism, peak = report.group(1), int(report.group(2))
+        if mechanism.startswith("prlimit"):
+            print(f"note: no writable cgroup; limited with {mechanism}")
+        self.assertLessEqual(peak, budget)
+        own = int(re.search(r"peak RSS .*? \((\d+) bytes\)", proc.stderr).group(1))
+        self.assertLessEqual(own, budget)
+        # The run really paged: the model's experts are larger than the budget.
+        self.assertGreater(os.path.getsize(model), budget)
+
+
+class PageCache(unittest.TestCase):
+    def test_expert_reads_do_not_fill_the_page_cache(self):
+        model = synth("small-ish.gguf", "--preset", "small", "--layers", "8")
+        for io in (["--io", "uring"], ["--buffered-io"]):
+            with self.subTest(io=io):
+                drop_cache(model)
+                before = resident_pages(model)
+                proc = run("run", "-m", model, "-p", TEXT, "-n", "16", "--temp", "0", "--ignore-eos", "-t", "2",
+                           "--ram-budget", "300M", "--ctx", "1024", *io)
+                read_mib = float(re.search(r"([\d.]+) MiB read per token", proc.stderr).group(1))
+                self.assertGreater(read_mib, 1.0)  # experts were read
+                after = resident_pages(model)
+                # Only the header the parser mapped may be cached (a few pages of metadata).
+                self.assertLess((after - before) * mmap.PAGESIZE, 1 << 20, f"{after - before} pages entered the cache")
+
+
+class Refusal(unittest.TestCase):
+    def test_budget_below_minimum_is_refused_with_the_minimum(self):
+        model = pager_model()
+        minimum, _ = plan_bytes(model)
+        proc = run("run", "-m", model, "-p", "hi", "--ram-budget", str(minimum - (3 << 20)), check=False)
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn("is below the minimum of", proc.stderr)
+        self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+        self.assertEqual(proc.stdout, "")
+        env = dict(os.environ, EPQ_RAM_BUDGET_MB="1")
+        proc = run("run", "-m", model, "-p", "hi", check=False, env=env)
+        self.assertIn("is below the minimum of", proc.stderr)
+
+
+class FileChanges(unittest.TestCase):
+    def test_truncated_while_running_stops_with_an_error_and_no_wrong_tokens(self):
+        model = pager_model()
+        copy = path("tiny-victim.gguf")
+        shutil.copy(model, copy)
+        minimum, _ = plan_bytes(model)
+        args = ["run", "-p", TEXT[:40], "-n", "3000", "--temp", "0", "--ignore-eos", "-t", "2", "--ctx", "4096"]
+        expected = run(*args, "-m", model).stdout
+        proc = subprocess.Popen([harness.EPQ, *args, "-m", copy, "--ram-budget", str(minimum)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, errors="surrogateescape")
+        time.sleep(1.0)
+        os.truncate(copy, os.path.getsize(copy) // 2)
+        out, err = proc.communicate(timeout=120)
+        self.assertNotEqual(proc.returncode, 0, "the run did not notice the truncation")
+        self.assertIn("changed on disk", err)
+        self.assertTrue(expected.startswith(out), "tokens before the error differ from the reference")
+        self.assertLess(len(out), len(expected))
+
+
+if __name__ == "__main__":
+    harness.main()

@@ -1,0 +1,81 @@
+"""Align the reference's near-tie choices with another run's, to compare tightly.
+
+With emulated int8 activations and a float16 KV cache, the reference and the engine make
+thousands of rounding choices per token. A few land within float noise of a midpoint
+(see qwen3moe.Choices), and there the engine's float32 arithmetic can round the other way.
+A single such ±1 step can move later logits by 0.1 or more, because every later rounding
+and routing decision sees a slightly different input: the two runs then stop being
+comparable with a tight tolerance, though both are right.
+
+follow_ties() walks the positions in order. At the first position whose logits differ by
+more than `tol`, it looks for a near-tie at or before that position which, taken the
+other way, makes the reference match there again (or, failing that, at least halves the
+difference there, so that two flips can be found one after the other); it keeps that
+flip and goes on. The
+result is a reference that matches the other run within `tol` at every position, with a
+short list of flips, each of them a choice float noise could tip. A wrong formula cannot
+hide this way: it would need a flip at nearly every position, and no ±1 step at a
+near-tie turns a wrong value into a right one within a tight tolerance.
+"""
+import numpy as np
+
+
+def _position(key):
+    return key[2] if key[0] == "route" else key[3]
+
+
+def _layer(key, n_layer):
+    if key[0] == "q8":   # the site: "blk.N.<name>" or "output_in"
+        return int(key[1].split(".")[1]) if key[1].startswith("blk.") else n_layer
+    return key[1] if key[0] == "route" else key[2]
+
+
+def follow_ties(model, tokens, target, tol, max_flips=12, max_trials=300):
+    """model: a qwen3moe.Qwen3MoE; target: logits (n_positions, n_vocab) of the other run
+    for positions 0..n_positions-1 of `tokens`.
+
+    Returns (logits, flips, problem): the reference's logits with the flips taken, the
+    flips as (key, value, margin) in the order found, and None when every position
+    matches within tol, else a sentence saying where and why alignment stopped."""
+    target = np.asarray(target, dtype=np.float64)
+    n = target.shape[0]
+    flips = []
+    trials = 0
+    while True:
+        take = {key: value for key, value, _ in flips}
+        logits = model.forward(tokens, take)
+        trace = model.trace
+        diff = np.max(np.abs(logits[:n] - target), axis=1)
+        bad = np.nonzero(diff > tol)[0]
+        if len(bad) == 0:
+            return logits, flips, None
+        p = int(bad[0])
+        if len(flips) == max_flips:
+            return logits, flips, (f"position {p} differs by {diff[p]:.3g} after {max_flips} "
+                                   f"near-tie flips")
+        candidates = sorted((margin, key, other)
+                            for key, (margin, other) in model.choices.found.items()
+                            if key not in take and _position(key) <= p)
+        # The first candidate that makes position p match; failing that, the one that
+        # brings it closest, if it at least halves the difference (two flips may be
+        # needed together, each of them a near-tie).
+        found, best, best_diff = None, None, diff[p] / 2
+        for margin, key, other in candidates:
+            if trials == max_trials:
+                break
+            trials += 1
+            # Only what the flip can change is recomputed: its position onwards (up to p),
+            # its layer onwards.
+            start = _position(key)
+            trial = model.forward(tokens[:p + 1], {**take, key: other},
+                                  resume=(trace, _layer(key, model.n_layer), start))
+            trial_diff = np.max(np.abs(trial - target[start:p + 1]), axis=1)
+            if np.max(trial_diff) <= tol:
+                found = (key, other, margin)
+                break
+            if np.max(trial_diff[:-1], initial=0) <= tol and trial_diff[-1] < best_diff:
+                best, best_diff = (key, other, margin), trial_diff[p]
+        if found is None and best is None:
+            return logits, flips, (f"position {p} differs by {diff[p]:.3g} and no near-tie at "
+                                   f"or before it explains that ({trials} trials)")
+        flips.append(found or best)
