@@ -74,7 +74,7 @@ def follow_ties(model, tokens, target, tol, max_flips=12, max_trials=300):
                 found = (key, other, margin)
                 break
             if np.max(trial_diff[:-1], initial=0) <= tol and trial_diff[-1] < best_diff:
-                best, best_diff = (key, other, margin), trial_diff[p]
+                best, best_diff = (key, other, margin), trial_diff[-1]
         if found is None and best is None:
             return logits, flips, (f"position {p} differs by {diff[p]:.3g} and no near-tie at "
                                    f"or before it explains that ({trials} trials)")
