@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dequant import tensor_nbytes
+
 # Metadata value types.
 GGUF_UINT8, GGUF_INT8, GGUF_UINT16, GGUF_INT16 = 0, 1, 2, 3
 GGUF_UINT32, GGUF_INT32, GGUF_FLOAT32, GGUF_BOOL = 4, 5, 6, 7
@@ -121,8 +123,6 @@ class GGUFFile:
 
     def tensor_bytes(self, name):
         """The raw bytes of a tensor, as a uint8 view of the mapped file."""
-        # Imported here to keep this module usable on its own for metadata.
-        from dequant import tensor_nbytes
         info = self.tensors[name]
         start = self.data_offset + info.offset
         nbytes = tensor_nbytes(info.type, info.n_elements)

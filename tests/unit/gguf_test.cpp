@@ -10,6 +10,7 @@
 
 #include "gguf/file.h"
 #include "gguf/writer.h"
+#include "temp_path.h"
 #include "util/error.h"
 
 namespace epq::gguf {
@@ -224,16 +225,16 @@ TEST(GgufReader, TypedGettersNameTheKey) {
 }
 
 TEST(GgufReader, OpenReportsMissingAndEmptyFiles) {
-  auto dir = std::filesystem::temp_directory_path();
-  EXPECT_THROW(File::open((dir / "epq-no-such-file.gguf").string()), Error);
-  std::string empty = (dir / "epq-empty.gguf").string();
+  const std::string missing = epq::testing::temp_path("no-such-file.gguf");
+  EXPECT_THROW(File::open(missing), Error);
+  std::string empty = epq::testing::temp_path("empty.gguf");
   std::ofstream(empty).close();
   EXPECT_THROW(File::open(empty), Error);
   std::filesystem::remove(empty);
 }
 
 TEST(GgufWriter, RoundTripsEveryValueTypeAndTensorData) {
-  std::string path = (std::filesystem::temp_directory_path() / "epq-writer-test.gguf").string();
+  std::string path = epq::testing::temp_path("writer-test.gguf");
   {
     Writer w(path, 64);
     w.set("u8", Value::integer(ValueType::UINT8, 200));
@@ -292,7 +293,7 @@ TEST(GgufWriter, RoundTripsEveryValueTypeAndTensorData) {
 }
 
 TEST(GgufWriter, IncompleteWriteLeavesNoFile) {
-  std::string path = (std::filesystem::temp_directory_path() / "epq-writer-partial.gguf").string();
+  std::string path = epq::testing::temp_path("writer-partial.gguf");
   {
     Writer w(path);
     w.add_tensor("a", quant::Type::F32, {8});

@@ -13,6 +13,7 @@
 #include "pager/pager.h"
 #include "pager/size_classes.h"
 #include "synth/qwen3moe.h"
+#include "temp_path.h"
 #include "util/error.h"
 
 namespace epq::pager {
@@ -21,7 +22,7 @@ namespace {
 class PagerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    path_ = (std::filesystem::temp_directory_path() / "epq-pager-test.gguf").string();
+    path_ = epq::testing::temp_path("pager-test.gguf");
     synth::Options o = *synth::preset("tiny");
     o.tail_layers = 1;
     o.type_tail_experts = quant::Type::BF16;  // layers 0-2 one size class, layer 3 another

@@ -11,6 +11,7 @@
 #include "text/byte_unicode.h"
 #include "text/pretokenizer.h"
 #include "text/tokenizer.h"
+#include "temp_path.h"
 #include "util/error.h"
 
 namespace epq::text {
@@ -76,7 +77,7 @@ class TokenizerFile {
  public:
   TokenizerFile(std::vector<std::string> tokens, std::vector<int64_t> types, std::vector<std::string> merges, const std::string& pre,
                 int64_t eos) {
-    path_ = (std::filesystem::temp_directory_path() / ("epq-tok-" + pre + std::to_string(tokens.size()) + ".gguf")).string();
+    path_ = epq::testing::temp_path("tok-" + pre + std::to_string(tokens.size()) + ".gguf");
     gguf::Writer w(path_);
     w.set("tokenizer.ggml.model", gguf::Value::string("gpt2"));
     w.set("tokenizer.ggml.pre", gguf::Value::string(pre));
