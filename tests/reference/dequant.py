@@ -38,7 +38,8 @@ MXFP4_VALUES = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12
 def tensor_nbytes(ttype, n_elements):
     elems, nbytes = BLOCK[ttype]
     if n_elements % elems:
-        raise ValueError(f"{TYPE_NAMES[ttype]}: {n_elements} elements is not a whole number of blocks")
+        raise ValueError(f"{TYPE_NAMES[ttype]}: {n_elements} elements is not a whole "
+                         "number of blocks")
     return n_elements // elems * nbytes
 
 

@@ -98,7 +98,9 @@ class Qwen3MoE:
             self.yarn_factor = hp("rope.scaling.factor")
             self.yarn_orig_ctx = hp("rope.scaling.original_context_length")
 
-        self.output_name = "output.weight" if "output.weight" in self.gguf.tensors else "token_embd.weight"
+        # Without output.weight the lm head is the token embedding (tied).
+        tied = "output.weight" not in self.gguf.tensors
+        self.output_name = "token_embd.weight" if tied else "output.weight"
 
     # ---- weights ----
 

@@ -1,0 +1,125 @@
+// Kernel benchmarks: matrix-vector products per weight type, measured as bytes of weights
+// streamed per second, next to a STREAM-style read-bandwidth probe run in the same
+// process. The `bw_ratio` counter is kernel GB/s / probe GB/s at the same thread count.
+//
+//   build/bench/epq_kernel_bench [--benchmark_filter=Q4_K] [--benchmark_min_time=1]
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "core/matmul.h"
+#include "core/thread_pool.h"
+#include "quant/activation.h"
+#include "quant/reference.h"
+#include "quant/types.h"
+#include "util/buffer.h"
+
+namespace {
+
+using epq::quant::Type;
+
+constexpr size_t kWeightBytes = size_t{512} << 20;  // far larger than any cache
+constexpr int64_t kCols = 4096;
+
+// Read bandwidth with n threads: each sums its share of a buffer with 256-bit loads.
+double probe_bandwidth(epq::ThreadPool& pool) {
+  static epq::Buffer buffer(size_t{1} << 30);
+  const size_t share = buffer.size() / static_cast<size_t>(pool.size());
+  std::vector<long long> sink(static_cast<size_t>(pool.size()));
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    pool.run(pool.size(), [&](int64_t t, int) {
+      const auto* p = reinterpret_cast<const __m256i*>(buffer.data() + static_cast<size_t>(t) * share);
+      __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+      for (size_t i = 0; i < share / 32; i += 4) {
+        a = _mm256_add_epi64(a, _mm256_load_si256(p + i));
+        b = _mm256_add_epi64(b, _mm256_load_si256(p + i + 1));
+        c = _mm256_add_epi64(c, _mm256_load_si256(p + i + 2));
+        d = _mm256_add_epi64(d, _mm256_load_si256(p + i + 3));
+      }
+      sink[static_cast<size_t>(t)] = _mm256_extract_epi64(_mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d)), 0);
+    });
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, static_cast<double>(buffer.size()) / seconds);
+  }
+  benchmark::DoNotOptimize(sink.data());
+  return best;
+}
+
+double probe(int threads) {
+  static std::map<int, double> cache;
+  if (!cache.count(threads)) {
+    epq::ThreadPool pool(threads);
+    cache[threads] = probe_bandwidth(pool);
+  }
+  return cache[threads];
+}
+
+void BM_ReadBandwidth(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  for (auto _ : state) state.SetIterationTime(1.0);
+  state.counters["GB/s"] = probe(threads) / 1e9;
+}
+
+void BM_Matvec(benchmark::State& state, Type type) {
+  const int threads = static_cast<int>(state.range(0));
+  const size_t row_bytes = static_cast<size_t>(epq::quant::row_bytes(type, kCols));
+  const int64_t rows = static_cast<int64_t>(kWeightBytes / row_bytes);
+  epq::Buffer weights(static_cast<size_t>(rows) * row_bytes);
+  {
+    // Quantize one block of random rows and tile it: content does not change speed.
+    std::mt19937 rng(1);
+    std::normal_distribution<float> normal(0, 1);
+    std::vector<float> x(kCols * 64);
+    for (float& v : x) v = normal(rng);
+    std::vector<uint8_t> tile(row_bytes * 64);
+    epq::quant::quantize_row(type, x.data(), tile.data(), kCols * 64);
+    for (int64_t r = 0; r < rows; r += 64) {
+      std::memcpy(weights.data() + static_cast<size_t>(r) * row_bytes, tile.data(), std::min<size_t>(64, static_cast<size_t>(rows - r)) * row_bytes);
+    }
+  }
+  std::vector<float> x(kCols, 0.5f), out(static_cast<size_t>(rows));
+  const epq::quant::ActFormat f = epq::quant::activation_format(type);
+  std::vector<uint8_t> act(epq::quant::activation_bytes(f, kCols));
+  epq::quant::quantize_activation(f, x.data(), act.data(), kCols);
+  const epq::Matrix w{type, weights.data(), rows, kCols, row_bytes};
+  epq::ThreadPool pool(threads);
+  const epq::MatmulJob job{&w, act.data(), act.size(), 1, out.data(), static_cast<size_t>(rows)};
+  for (auto _ : state) {
+    epq::run_matmuls(pool, {&job, 1});
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double bytes = static_cast<double>(weights.size()) * static_cast<double>(state.iterations());
+  state.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsRate);
+  state.counters["probe_GB/s"] = probe(threads) / 1e9;
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+}
+
+void register_all() {
+  const int all = epq::physical_core_count();
+  benchmark::RegisterBenchmark("ReadBandwidth", BM_ReadBandwidth)->Arg(1)->Arg(all)->UseManualTime()->Iterations(1);
+  for (Type t : {Type::Q4_K, Type::Q6_K, Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::Q2_K, Type::Q3_K,
+                 Type::Q5_K, Type::Q8_K, Type::IQ4_NL, Type::IQ4_XS, Type::MXFP4, Type::F16, Type::BF16, Type::F32}) {
+    benchmark::RegisterBenchmark((std::string("Matvec/") + epq::quant::name(t)).c_str(), BM_Matvec, t)
+        ->Arg(1)
+        ->Arg(all)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
