@@ -32,8 +32,8 @@ void run_matmuls(ThreadPool& pool, std::span<const MatmulJob> jobs) {
   const quant::KernelSet& kernels = quant::active_kernels();
   int64_t total_rows = 0;
   for (const MatmulJob& j : jobs) total_rows += j.w->rows;
-  // Enough chunks to balance the threads, but each at least 8 rows to amortize dispatch.
-  const int64_t target = std::max<int64_t>(8, total_rows / (static_cast<int64_t>(pool.size()) * 8));
+  // Enough chunks to balance the threads, but each at least 16 rows to amortize dispatch.
+  const int64_t target = std::max<int64_t>(16, total_rows / (static_cast<int64_t>(pool.size()) * 16));
   std::vector<Chunk> chunks;
   std::vector<quant::DotKernel> job_kernels;
   for (size_t i = 0; i < jobs.size(); ++i) {

@@ -29,6 +29,15 @@ inline int hsum_i32(__m256i v) {
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
+// Weights stream from DRAM; the hardware prefetcher alone does not run far enough ahead.
+// Each block asks for the cache lines 4 KiB beyond it (the next rows when past the end).
+constexpr int kPrefetchBytes = 4096;
+template <typename Block>
+inline void prefetch_ahead(const Block* b) {
+  const char* p = reinterpret_cast<const char*>(b) + kPrefetchBytes;
+  for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+}
+
 // Sums of adjacent products of unsigned codes u (<= 127) and signed a: 8 int32 lanes.
 inline __m256i dot_u8_i8(__m256i u, __m256i a) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1));
@@ -57,9 +66,6 @@ inline __m256i bits_to_bytes(uint32_t bits) {
 inline __m256i lookup16(const int8_t* table, __m256i idx) {
   __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(table));
   return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), idx);
-}
-inline __m256i two_scales(int lo, int hi) {  // int16: lo in lanes 0-7, hi in lanes 8-15
-  return _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(hi)), _mm_set1_epi16(static_cast<int16_t>(lo)));
 }
 
 template <typename Act>
@@ -130,6 +136,7 @@ struct Dot32 {
     float offset[C];
     for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8x32>(act, stride, c), acc[c] = _mm256_setzero_ps(), offset[c] = 0;
     for (int64_t b = 0; b < n / 32; ++b) {
+      prefetch_ahead(wb + b);
       const Decoded32 x = F::decode(wb[b]);
       for (int c = 0; c < C; ++c) {
         const BlockQ8x32& ab = a[c][b];
@@ -145,67 +152,90 @@ struct Dot32 {
 
 // ---- 256-element formats against BlockQ8_K activations ----
 
-// Q4_K/Q5_K scales: eight 6-bit scales (bytes 0-7) and mins (bytes 8-15) from 12 bytes.
-inline void unpack_k4_scales(const uint8_t* packed, uint8_t out[16]) {
-  uint32_t u[4];
-  std::memcpy(u, packed, 12);
-  const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
-  u[3] = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);
-  const uint32_t mins_low = u[1] & low6;
-  u[1] = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);
-  u[2] = mins_low;
-  u[0] &= low6;
-  std::memcpy(out, u, 16);
-}
+// Shuffle masks that broadcast 16-bit lane k of a 128-bit half to a whole register.
+alignas(32) constexpr uint8_t kBroadcastWord[8][32] = {
+#define EPQ_WORD(k) {2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, \
+                     2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, \
+                     2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1}
+    EPQ_WORD(0), EPQ_WORD(1), EPQ_WORD(2), EPQ_WORD(3), EPQ_WORD(4), EPQ_WORD(5), EPQ_WORD(6), EPQ_WORD(7)
+#undef EPQ_WORD
+};
 
-// sum over sub-blocks of 32 of mins[j] * (bsums[2j] + bsums[2j+1]).
-inline __m256i mins_times_bsums(const uint8_t* mins8, const int16_t* bsums) {
-  __m256i pair_sums = _mm256_madd_epi16(load256(bsums), _mm256_set1_epi16(1));
-  __m256i mins = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mins8)));
-  return _mm256_mullo_epi32(pair_sums, mins);
+// Q4_K/Q5_K scales: the 12 packed bytes to 16 int16 lanes, eight 6-bit scales then eight
+// 6-bit mins (see unpack_scale_min_k4), computed on 32-bit lanes [u0 u1 u2]:
+//   scales 0-3: u0 & 0x3f..   scales 4-7: (u2 & 0x0f..) | ((u0 >> 6) & 0x03..) << 4
+//   mins 0-3:   u1 & 0x3f..   mins 4-7:   ((u2 >> 4) & 0x0f..) | ((u1 >> 6) & 0x03..) << 4
+inline __m256i k4_scales_and_mins(const uint8_t* packed) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));  // 4 bytes past the 12 are ignored
+  const __m128i u0u0u1u1 = _mm_shuffle_epi32(raw, _MM_SHUFFLE(1, 1, 0, 0));
+  const __m128i u2 = _mm_shuffle_epi32(raw, _MM_SHUFFLE(2, 2, 2, 2));
+  const __m128i low6 = _mm_and_si128(u0u0u1u1, _mm_set1_epi32(0x3f3f3f3f));
+  const __m128i high_bits = _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(u0u0u1u1, 6), _mm_set1_epi32(0x03030303)), 4);
+  const __m128i low4 = _mm_and_si128(_mm_srlv_epi32(u2, _mm_setr_epi32(0, 0, 0, 4)), _mm_set1_epi32(0x0f0f0f0f));
+  return _mm256_cvtepu8_epi16(_mm_blend_epi32(low6, _mm_or_si128(low4, high_bits), 0b1010));
 }
 
 template <bool kFive>
 struct DotQ45K {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
+  // One float accumulator per column (scales and mins both fold into it), so that four
+  // columns fit the 16 vector registers with the decoded chunk.
   template <int C>
   static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
     const auto* wb = static_cast<const Block*>(w);
     const BlockQ8_K* a[C];
-    __m256 acc[C], acc_min[C];
-    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = acc_min[c] = _mm256_setzero_ps();
+    __m256 acc[C];
+    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int64_t b = 0; b < n / 256; ++b) {
+      prefetch_ahead(wb + b);
       const Block& x = wb[b];
-      uint8_t sm[16];
-      unpack_k4_scales(x.scales, sm);
-      const float d = f16_to_f32(x.d), dmin = f16_to_f32(x.dmin);
-      __m256i high = _mm256_setzero_si256();
-      if constexpr (kFive) high = load256(x.qh);
+      const __m256i scales_mins = k4_scales_and_mins(x.scales);
+      const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(scales_mins));
       __m256i sum[C];
       for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
       for (int j = 0; j < 4; ++j) {
         const __m256i bits = load256(x.qs + 32 * j);
-        __m256i lo = _mm256_and_si256(bits, _mm256_set1_epi8(0x0F));
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F));
+        __m256i lo = _mm256_and_si256(bits, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
         if constexpr (kFive) {
+          const __m256i high = load256(x.qh);
           lo = _mm256_or_si256(lo, _mm256_slli_epi16(bit_of_bytes(high, 2 * j), 4));
           hi = _mm256_or_si256(hi, _mm256_slli_epi16(bit_of_bytes(high, 2 * j + 1), 4));
         }
-        const __m256i s_lo = _mm256_set1_epi16(sm[2 * j]), s_hi = _mm256_set1_epi16(sm[2 * j + 1]);
+        const __m256i s_lo = _mm256_shuffle_epi8(scales, load256(kBroadcastWord[2 * j]));
+        const __m256i s_hi = _mm256_shuffle_epi8(scales, load256(kBroadcastWord[2 * j + 1]));
         for (int c = 0; c < C; ++c) {
           const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(a[c][b].qs + 64 * j)), s_lo);
           const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(a[c][b].qs + 64 * j + 32)), s_hi);
           sum[c] = _mm256_add_epi32(sum[c], _mm256_add_epi32(p_lo, p_hi));
         }
       }
+      uint32_t d_dmin;
+      std::memcpy(&d_dmin, &x.d, 4);
+      const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(d_dmin)));  // d, dmin
+      const __m128i mins = _mm256_extracti128_si256(scales_mins, 1);
       for (int c = 0; c < C; ++c) {
-        const float da = a[c][b].d;
-        acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d * da), _mm256_cvtepi32_ps(sum[c]), acc[c]);
-        acc_min[c] = _mm256_fmadd_ps(_mm256_set1_ps(dmin * da), _mm256_cvtepi32_ps(mins_times_bsums(sm + 8, a[c][b].bsums)), acc_min[c]);
+        const __m128 dm_a = _mm_mul_ps(dm, _mm_set1_ps(a[c][b].d));
+        acc[c] = _mm256_fmadd_ps(_mm256_broadcastss_ps(dm_a), _mm256_cvtepi32_ps(sum[c]), acc[c]);
+        // minus dmin * sum over sub-blocks j of min[j] * (bsums[2j] + bsums[2j+1])
+        const __m256i bsums = load256(a[c][b].bsums);
+        const __m128i pair_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+        const __m256i min_sum = _mm256_zextsi128_si256(_mm_madd_epi16(mins, pair_sums));
+        acc[c] = _mm256_fnmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dm_a)), _mm256_cvtepi32_ps(min_sum), acc[c]);
       }
     }
-    for (int c = 0; c < C; ++c) out[c] = hsum(acc[c]) - hsum(acc_min[c]);
+    for (int c = 0; c < C; ++c) out[c] = hsum(acc[c]);
   }
+};
+
+// Shuffle masks giving 16-bit lane 2g in the low half and lane 2g+1 in the high half.
+alignas(32) constexpr uint8_t kPairMask[4][32] = {
+#define EPQ_PAIR(k) {4 * k, 4 * k + 1, 4 * k, 4 * k + 1, 4 * k, 4 * k + 1, 4 * k, 4 * k + 1, 4 * k, 4 * k + 1, 4 * k, 4 * k + 1, \
+                     4 * k, 4 * k + 1, 4 * k, 4 * k + 1, 4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3,     \
+                     4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3}
+    EPQ_PAIR(0), EPQ_PAIR(1), EPQ_PAIR(2), EPQ_PAIR(3)
+#undef EPQ_PAIR
 };
 
 struct DotQ6K {
@@ -217,9 +247,12 @@ struct DotQ6K {
     for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
     for (int64_t b = 0; b < n / 256; ++b) {
+      prefetch_ahead(wb + b);
       const BlockQ6_K& x = wb[b];
       const float d = f16_to_f32(x.d);
       const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales)));
+      // Scales 0-7 and 8-15 each broadcast to both halves, for the per-group shuffles below.
+      const __m256i scales_low = _mm256_permute4x64_epi64(scales16, 0x44), scales_high = _mm256_permute4x64_epi64(scales16, 0xEE);
       __m256i sum[C];
       for (int c = 0; c < C; ++c) {
         // codes are stored +32: subtract 32 * sum(scale * bsum) at the end
@@ -227,18 +260,17 @@ struct DotQ6K {
         sum[c] = _mm256_sub_epi32(_mm256_setzero_si256(), sum[c]);
       }
       for (int h = 0; h < 2; ++h) {
-        const __m256i ql0 = load256(x.ql + 64 * h), ql1 = load256(x.ql + 64 * h + 32), qh = load256(x.qh + 32 * h);
-        const __m256i q[4] = {
-            _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)),
-            _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4)),
-        };
+        const __m256i qh = load256(x.qh + 32 * h);
         for (int g = 0; g < 4; ++g) {
-          const int sub = 8 * h + 2 * g;  // elements h*128 + 32g + [0,16) and [16,32)
-          const __m256i s = two_scales(x.scales[sub], x.scales[sub + 1]);
+          // Group g (elements h*128 + 32g + l): ql[32 * (g & 1) + l], low nibble for g < 2 and
+          // high nibble otherwise, plus bits 2g..2g+1 of qh[l] (the Q6_K layout).
+          const __m256i ql = load256(x.ql + 64 * h + 32 * (g & 1));
+          const __m256i low = _mm256_and_si256(g < 2 ? ql : _mm256_srli_epi16(ql, 4), m4);
+          const __m256i q = _mm256_or_si256(low, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), m2), 4));
+          // Elements h*128 + 32g + [0,16) and [16,32) use scales 8h + 2g and 8h + 2g + 1.
+          const __m256i s = _mm256_shuffle_epi8(h == 0 ? scales_low : scales_high, load256(kPairMask[g]));
           for (int c = 0; c < C; ++c) {
-            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q[g], load256(a[c][b].qs + 128 * h + 32 * g)), s);
+            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, load256(a[c][b].qs + 128 * h + 32 * g)), s);
             sum[c] = _mm256_add_epi32(sum[c], p);
           }
         }
@@ -262,6 +294,7 @@ struct DotQ23K {
     for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = _mm256_setzero_ps();
     const __m256i m2 = _mm256_set1_epi8(3);
     for (int64_t b = 0; b < n / 256; ++b) {
+      prefetch_ahead(wb + b);
       const Block& x = wb[b];
       int8_t scales[16];
       int8_t mins[16] = {};
@@ -273,6 +306,8 @@ struct DotQ23K {
       const float d = f16_to_f32(x.d);
       // Q3_K codes are stored +4 (offset by sum(scale * bsum)); Q2_K has dmin * mins.
       const __m256i offsets16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kThree ? scales : mins)));
+      const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
+      const __m256i scales_low = _mm256_permute4x64_epi64(scales16, 0x44), scales_high = _mm256_permute4x64_epi64(scales16, 0xEE);
       __m256i hbits = _mm256_setzero_si256();
       if constexpr (kThree) hbits = load256(x.hmask);
       __m256i sum[C];
@@ -282,8 +317,7 @@ struct DotQ23K {
         for (int j = 0; j < 4; ++j) {
           __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), m2);
           if constexpr (kThree) q = _mm256_or_si256(q, _mm256_slli_epi16(bit_of_bytes(hbits, 4 * h + j), 2));
-          const int sub = 8 * h + 2 * j;
-          const __m256i s = two_scales(scales[sub], scales[sub + 1]);
+          const __m256i s = _mm256_shuffle_epi8(h == 0 ? scales_low : scales_high, load256(kPairMask[j]));
           for (int c = 0; c < C; ++c) {
             sum[c] = _mm256_add_epi32(sum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q, load256(a[c][b].qs + 128 * h + 32 * j)), s));
           }
@@ -313,6 +347,7 @@ struct DotIQ4XS {
     __m256 acc[C];
     for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / 256; ++b) {
+      prefetch_ahead(wb + b);
       const BlockIQ4_XS& x = wb[b];
       __m256i sum[C];
       for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
@@ -339,6 +374,7 @@ struct DotQ8K {
     __m256 acc[C];
     for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / 256; ++b) {
+      prefetch_ahead(wb + b);
       for (int c = 0; c < C; ++c) {
         __m256i sum = _mm256_setzero_si256();
         for (int k = 0; k < 8; ++k) sum = _mm256_add_epi32(sum, dot_i8_i8(load256(wb[b].qs + 32 * k), load256(a[c][b].qs + 32 * k)));
