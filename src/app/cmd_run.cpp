@@ -44,6 +44,10 @@ void run(RunArgs& a) {
   if (prompt.empty()) fail("the prompt is empty: give one with -p or -f");
   if (a.show_prompt) fmt::print("{}", a.prompt);
   std::fflush(stdout);
+  pager::PagerStats after_prompt;
+  a.gen.after_prompt = [&] {
+    if (engine.pager()) after_prompt = engine.pager()->stats();
+  };
   const runtime::GenerateResult r = runtime::generate(session, tok, prompt, a.gen, [](std::string_view piece) {
     fmt::print("{}", piece);
     std::fflush(stdout);
@@ -61,7 +65,7 @@ void run(RunArgs& a) {
   if (engine.pager()) fmt::print(stderr, "{}\n", engine.pager_summary(session.stats().tokens));
   if (!a.report_json.empty()) {
     std::ofstream out(a.report_json);
-    out << runtime::make_run_report(engine, r).to_json().dump(2) << "\n";
+    out << runtime::make_run_report(engine, r, after_prompt).to_json().dump(2) << "\n";
     if (!out) fail("cannot write {}", a.report_json);
   }
 }

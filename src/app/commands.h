@@ -13,5 +13,7 @@ void add_chat_command(CLI::App& root);
 void add_perplexity_command(CLI::App& root);
 void add_plan_command(CLI::App& root);
 void add_limit_command(CLI::App& root);
+void add_probe_io_command(CLI::App& root);
+void add_bench_command(CLI::App& root);
 
 }  // namespace epq::app

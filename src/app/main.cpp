@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   epq::app::add_perplexity_command(app);
   epq::app::add_plan_command(app);
   epq::app::add_limit_command(app);
+  epq::app::add_probe_io_command(app);
+  epq::app::add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

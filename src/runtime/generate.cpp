@@ -43,6 +43,7 @@ GenerateResult generate(Session& session, const text::Tokenizer& tokenizer, std:
   auto start = std::chrono::steady_clock::now();
   const float* logits = session.eval(prompt);
   r.prompt_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (o.after_prompt) o.after_prompt();
   start = std::chrono::steady_clock::now();
 
   std::string pending;  // generated text not yet handed to on_text

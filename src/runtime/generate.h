@@ -21,6 +21,7 @@ struct GenerateOptions {
   bool ignore_eos = false;
   std::vector<std::string> stop;  // stop strings (not included in the output)
   SamplerOptions sampler;
+  std::function<void()> after_prompt;  // called once the prompt is evaluated (optional)
 };
 
 struct GenerateResult {

@@ -11,7 +11,8 @@ nlohmann::json RunReport::to_json() const {
           {"decode_tps", decode_tps}, {"peak_rss", peak_rss}, {"anon_rss", anon_rss}, {"paged", paged},
           {"arena_bytes", arena_bytes}, {"slots", slots}, {"coverage", coverage}, {"requests", requests}, {"hits", hits},
           {"misses", misses}, {"evictions", evictions}, {"bytes_read", bytes_read}, {"io_wait_ms", io_wait_ms},
-          {"io_backend", io_backend}, {"policy", policy}, {"n_expert_used", n_expert_used}};
+          {"io_backend", io_backend}, {"policy", policy}, {"n_expert_used", n_expert_used},
+          {"decode_requests", decode_requests}, {"decode_hits", decode_hits}, {"decode_bytes_read", decode_bytes_read}};
 }
 
 RunReport RunReport::from_json(const nlohmann::json& j) {
@@ -35,10 +36,13 @@ RunReport RunReport::from_json(const nlohmann::json& j) {
   r.io_backend = j.at("io_backend");
   r.policy = j.at("policy");
   r.n_expert_used = j.at("n_expert_used");
+  r.decode_requests = j.at("decode_requests");
+  r.decode_hits = j.at("decode_hits");
+  r.decode_bytes_read = j.at("decode_bytes_read");
   return r;
 }
 
-RunReport make_run_report(const Engine& engine, const GenerateResult& g) {
+RunReport make_run_report(const Engine& engine, const GenerateResult& g, const pager::PagerStats& after_prompt) {
   RunReport r;
   r.prompt_tokens = g.prompt_tokens;
   r.generated_tokens = static_cast<int>(g.tokens.size());
@@ -62,6 +66,10 @@ RunReport make_run_report(const Engine& engine, const GenerateResult& g) {
     r.io_wait_ms = s.io_wait_ms;
     r.io_backend = p->io_name();
     r.policy = p->policy().name();
+    const pager::PagerStats decode = s - after_prompt;
+    r.decode_requests = decode.requests;
+    r.decode_hits = decode.hits;
+    r.decode_bytes_read = decode.bytes_read;
   }
   return r;
 }

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pager/pager_stats.h"
+
 namespace epq::runtime {
 
 class Engine;
@@ -25,6 +27,8 @@ struct RunReport {
   double coverage = 0;
   uint64_t requests = 0, hits = 0, misses = 0, evictions = 0, bytes_read = 0;
   double io_wait_ms = 0;
+  // The same counters for the generation phase only (after the prompt).
+  uint64_t decode_requests = 0, decode_hits = 0, decode_bytes_read = 0;
   std::string io_backend;
   std::string policy;
   int n_expert_used = 0;
@@ -33,6 +37,7 @@ struct RunReport {
   static RunReport from_json(const nlohmann::json& j);
 };
 
-RunReport make_run_report(const Engine& engine, const GenerateResult& result);
+// after_prompt: the pager's counters when the prompt had been evaluated.
+RunReport make_run_report(const Engine& engine, const GenerateResult& result, const pager::PagerStats& after_prompt);
 
 }  // namespace epq::runtime

@@ -105,12 +105,18 @@ std::string memory_limit_mechanism() {
   return g.v2 ? "cgroup v2 memory.max" : "cgroup v1 memory.limit_in_bytes";
 }
 
-LimitedRun run_with_memory_limit(const std::vector<std::string>& argv, uint64_t limit, const std::string& stdout_path) {
+LimitedRun run_with_memory_limit(const std::vector<std::string>& argv, uint64_t limit, const std::string& stdout_path,
+                                 const std::string& stderr_path) {
   if (argv.empty()) fail("no command to run");
   LimitedRun r;
-  Cgroup g = make_cgroup(limit);
-  r.mechanism = g.dir.empty() ? "prlimit (RLIMIT_DATA; anonymous memory only) because " + g.failure
-                              : (g.v2 ? "cgroup v2 memory.max" : "cgroup v1 memory.limit_in_bytes");
+  Cgroup g;
+  if (limit > 0) {
+    g = make_cgroup(limit);
+    r.mechanism = g.dir.empty() ? "prlimit (RLIMIT_DATA; anonymous memory only) because " + g.failure
+                                : (g.v2 ? "cgroup v2 memory.max" : "cgroup v1 memory.limit_in_bytes");
+  } else {
+    r.mechanism = "no limit";
+  }
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -123,13 +129,14 @@ LimitedRun run_with_memory_limit(const std::vector<std::string>& argv, uint64_t 
       const int fd = ::open(procs.c_str(), O_WRONLY);
       if (fd < 0 || ::write(fd, "0", 1) != 1) _exit(125);
       ::close(fd);
-    } else {
+    } else if (limit > 0) {
       const rlimit rl{limit, limit};
       if (setrlimit(RLIMIT_DATA, &rl) != 0) _exit(125);
     }
-    if (!stdout_path.empty()) {
-      const int out = ::open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (out < 0 || dup2(out, STDOUT_FILENO) < 0) _exit(125);
+    for (const auto& [path, target] : {std::pair{stdout_path.c_str(), STDOUT_FILENO}, std::pair{stderr_path.c_str(), STDERR_FILENO}}) {
+      if (*path == '\0') continue;
+      const int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd < 0 || dup2(fd, target) < 0) _exit(125);
     }
     execvp(args[0], args.data());
     _exit(127);
@@ -150,7 +157,7 @@ LimitedRun run_with_memory_limit(const std::vector<std::string>& argv, uint64_t 
       r.killed_by_limit = read_number(g.dir + "/memory.oom_control", "oom_kill") > 0;
     }
     ::rmdir(g.dir.c_str());
-  } else {
+  } else if (limit > 0) {
     r.killed_by_limit = r.signal == SIGKILL || r.signal == SIGSEGV || r.signal == SIGABRT;
   }
   if (r.exit_code == 125) fail("could not apply the memory limit to the child ({})", r.mechanism);

@@ -21,7 +21,9 @@ struct LimitedRun {
 // Describes the mechanism run_with_memory_limit will use, without running anything.
 std::string memory_limit_mechanism();
 
-// stdout_path: where the child's stdout goes ("" = inherit).
-LimitedRun run_with_memory_limit(const std::vector<std::string>& argv, uint64_t limit_bytes, const std::string& stdout_path = "");
+// stdout_path/stderr_path: where the child's output goes ("" = inherit). A limit of 0
+// runs the command without one (for comparison runs), still reporting its peak.
+LimitedRun run_with_memory_limit(const std::vector<std::string>& argv, uint64_t limit_bytes, const std::string& stdout_path = "",
+                                 const std::string& stderr_path = "");
 
 }  // namespace epq

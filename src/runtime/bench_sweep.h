@@ -1,0 +1,66 @@
+#pragma once
+// The strict-budget sweep behind `epq bench`: every configuration (budget x eviction
+// policy x top-k) runs `epq run` in a fresh child process under a kernel memory limit
+// equal to its budget, a few times, optionally from a cold page cache; the parent
+// collects each child's JSON report and aggregates.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/run_report.h"
+#include "util/memory_limit.h"
+
+namespace epq::runtime {
+
+struct BenchOptions {
+  std::string model;
+  std::vector<std::string> budgets = {"2G", "4G", "8G", "16G", "all"};  // sizes, "all" (every expert fits), "ram" (no paging)
+  std::vector<std::string> evict = {"lru"};
+  std::vector<int> expert_used = {0};  // 0: the model's own top-k
+  int runs = 3;
+  std::string prompt;
+  int n_predict = 32;
+  int n_ctx = 2048;
+  int n_threads = 0;
+  bool cold = false;
+  std::string perplexity_file;
+  std::vector<std::string> extra_args;  // passed to every child (e.g. --io pread)
+};
+
+struct BenchRun {
+  LimitedRun process;
+  std::optional<RunReport> report;  // set when the run passed
+  std::string failure;              // why it did not
+};
+
+struct BenchConfig {
+  std::string budget_label;
+  uint64_t budget = 0;  // 0 for "ram"
+  std::string evict;
+  int expert_used = 0;
+  std::string series() const;  // e.g. "lru, top-8" for charts
+};
+
+struct BenchResult {
+  BenchConfig config;
+  std::vector<BenchRun> runs;
+  std::optional<double> perplexity;
+  bool passed() const;
+  std::string status() const;  // "PASS" or "FAIL (reason)"
+  // Medians and ranges over passed runs.
+  double median_decode() const, min_decode() const, max_decode() const, median_prompt() const;
+  uint64_t max_peak_rss() const, max_anon() const;
+  double decode_mib_per_token() const;  // pager bytes read per decode step
+  double decode_hit_rate() const;
+  const RunReport* first_report() const;
+};
+
+// progress(text) reports what is about to run.
+std::vector<BenchResult> run_bench(const BenchOptions& options, const std::function<void(const std::string&)>& progress);
+
+// Drops the file's pages from the page cache (and, as root, all clean caches).
+void drop_file_cache(const std::string& path);
+
+}  // namespace epq::runtime
