@@ -10,7 +10,13 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy
   util-linux procps                 # prlimit, ps
+  chromium                          # the web chat page test (headless)
 )
+# Node.js and npm run the OpenAI client and Playwright in the server tests; machines that
+# already have a Node.js (e.g. from NodeSource) keep it, since Debian's npm conflicts with it.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   epq::app::add_limit_command(app);
   epq::app::add_probe_io_command(app);
   epq::app::add_bench_command(app);
+  epq::app::add_serve_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -35,6 +35,7 @@ struct EngineOptions {
   pager::IoOptions io;
   std::string stats_file;
   bool quiet = false;  // no notes on stderr
+  uint64_t reserved_bytes = 0;  // budget kept for the caller (e.g. the HTTP server's threads)
 };
 
 class Engine {

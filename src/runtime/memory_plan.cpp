@@ -43,6 +43,7 @@ MemoryPlan plan_memory(const gguf::File& file, const models::ModelInfo& info, co
       {"pager tables", max_slots * 128 + info.experts.size() * static_cast<uint64_t>(info.n_expert) * 4},
       {"heap headroom", kHeapHeadroom},
   };
+  if (in.reserved_bytes > 0) p.lines.push_back({"server threads and request buffers", in.reserved_bytes});
   for (const LedgerLine& l : p.lines) p.fixed_bytes += l.bytes;
 
   const uint64_t k = static_cast<uint64_t>(info.n_expert_used);

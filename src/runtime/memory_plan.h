@@ -20,6 +20,7 @@ struct PlanInput {
   int n_ctx = 0, n_batch = 0, n_threads = 0;
   pager::IoOptions io;
   uint64_t process_bytes = 0;  // measured peak RSS of the process so far
+  uint64_t reserved_bytes = 0;  // kept for the caller (an HTTP server's threads and buffers)
 };
 
 struct LedgerLine {

@@ -1,0 +1,88 @@
+#include "server/generation_queue.h"
+
+#include <algorithm>
+
+#include "util/error.h"
+
+namespace epq::server {
+
+void Job::wait() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return done_; });
+}
+
+void Job::mark_done() {
+  {
+    std::lock_guard lock(mu_);
+    done_ = true;
+  }
+  cv_.notify_all();
+}
+
+GenerationQueue::GenerationQueue(runtime::Engine& engine) : engine_(engine), session_(engine), thread_([this] { worker(); }) {}
+
+GenerationQueue::~GenerationQueue() { drain(); }
+
+bool GenerationQueue::submit(std::shared_ptr<Job> job) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return false;
+    queue_.push_back(std::move(job));
+  }
+  cv_.notify_all();
+  return true;
+}
+
+size_t GenerationQueue::depth() const {
+  std::lock_guard lock(mu_);
+  return queue_.size() + (running_job_ ? 1 : 0);
+}
+
+void GenerationQueue::drain() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void GenerationQueue::worker() {
+  for (;;) {
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and nothing left to do
+      job = std::move(queue_.front());
+      queue_.pop_front();
+      running_job_ = true;
+    }
+    if (!job->cancelled) {
+      try {
+        // Keep the KV cache of the longest common prefix; evaluate at least one token.
+        const auto& held = session_.tokens();
+        size_t common = 0;
+        while (common < held.size() && common < job->prompt.size() && held[common] == job->prompt[common]) ++common;
+        if (common == job->prompt.size() && common > 0) --common;
+        session_.truncate(static_cast<int32_t>(common));
+        const std::span<const int32_t> fresh(job->prompt.data() + common, job->prompt.size() - common);
+        job->result = runtime::generate(session_, engine_.tokenizer(), fresh, job->options, [&](std::string_view piece) {
+          return !job->cancelled && job->on_text(piece);
+        });
+        job->result.prompt_tokens = static_cast<int>(job->prompt.size());
+      } catch (const std::exception& e) {
+        job->error = e.what();
+        session_.truncate(0);
+      }
+    }
+    if (job->on_done) job->on_done();
+    {
+      std::lock_guard lock(mu_);
+      running_job_ = false;
+    }
+    job->mark_done();
+  }
+}
+
+}  // namespace epq::server

@@ -1,0 +1,292 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <fmt/core.h>
+#include <mutex>
+#include <thread>
+
+#include "server/generation_queue.h"
+#include "server/metrics.h"
+#include "server/openai_protocol.h"
+#include "server/reasoning_splitter.h"
+#include "server/web_page.h"
+#include "text/chat_template.h"
+#include "util/error.h"
+
+namespace epq::server {
+namespace {
+
+using nlohmann::json;
+
+// Events of one streaming response, passed from the generation worker to the HTTP thread.
+struct EventStream {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::string> events;
+  bool done = false;
+
+  void push(std::string event) {
+    {
+      std::lock_guard lock(mu);
+      events.push_back(std::move(event));
+    }
+    cv.notify_all();
+  }
+  void finish() {
+    {
+      std::lock_guard lock(mu);
+      done = true;
+    }
+    cv.notify_all();
+  }
+};
+
+std::string sse(const json& j) { return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"; }
+
+class Server {
+ public:
+  Server(runtime::Engine& engine, const ServerOptions& options)
+      : engine_(engine), options_(options), chat_template_(engine.file(), engine.tokenizer(), options.chat_template), queue_(engine) {
+    if (options_.model_id.empty()) options_.model_id = std::filesystem::path(engine.options().model_path).stem().string();
+    routes();
+  }
+
+  void listen() {
+    http_.new_task_queue = [n = options_.http_threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
+    if (!http_.bind_to_port(options_.host, options_.port)) {
+      fail("cannot listen on {}:{} (is the port in use?)", options_.host, options_.port);
+    }
+    fmt::print(stderr, "epq serve: {} on http://{}:{}/ (model id '{}', {})\n", engine_.info().name, options_.host, options_.port,
+               options_.model_id, chat_template_.is_chatml_fallback() ? "ChatML template" : "the model's chat template");
+    http_.listen_after_bind();
+  }
+
+  // Finishes queued generations, then stops the HTTP server.
+  void shutdown() {
+    queue_.drain();
+    http_.stop();
+  }
+
+ private:
+  void routes() {
+    http_.set_payload_max_length(options_.max_body_bytes);
+    http_.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(chat_page_html(), "text/html; charset=utf-8"); });
+    http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(json{{"status", "ok"}, {"queue_depth", queue_.depth()}}.dump(), "application/json");
+    });
+    http_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+      json model = {{"id", options_.model_id}, {"object", "model"}, {"created", start_time_}, {"owned_by", "epq"}};
+      res.set_content(json{{"object", "list"}, {"data", json::array({model})}}.dump(), "application/json");
+    });
+    http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics_.render(queue_.depth(), engine_.pager() ? engine_.pager()->arena_bytes() : 0), "text/plain; version=0.0.4");
+    });
+    http_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, true); });
+    http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, false); });
+    // Errors httplib raises itself (unknown path, body too large) get OpenAI-style bodies too.
+    http_.set_error_handler([this](const httplib::Request&, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      const std::string message = res.status == 413 ? fmt::format("the request body is larger than {} bytes", options_.max_body_bytes)
+                                  : res.status == 404 ? "no such endpoint"
+                                                      : fmt::format("HTTP error {}", res.status);
+      metrics_.failure(res.status);
+      res.set_content(ApiError(res.status, res.status >= 500 ? "server_error" : "invalid_request_error", message).to_json().dump(),
+                      "application/json");
+    });
+  }
+
+  static void send_error(httplib::Response& res, const ApiError& e) {
+    res.status = e.status;
+    res.set_content(e.to_json().dump(), "application/json");
+  }
+
+  std::vector<int32_t> tokenize_prompt(const CompletionRequest& r, bool* opens_reasoning) {
+    std::string text = r.prompt;
+    if (r.chat) {
+      try {
+        text = chat_template_.render(r.messages, r.tools, true, r.template_kwargs);
+      } catch (const Error& e) {
+        throw invalid_request(std::string("the chat template failed: ") + e.what(), "messages");
+      }
+    }
+    *opens_reasoning = r.chat && prompt_opens_reasoning(text);
+    const text::Tokenizer& tok = engine_.tokenizer();
+    std::vector<int32_t> ids;
+    if (tok.add_bos() && tok.bos() && text.rfind(tok.piece(*tok.bos()), 0) != 0) ids.push_back(*tok.bos());
+    const auto body = tok.encode(text, true);
+    ids.insert(ids.end(), body.begin(), body.end());
+    if (ids.empty()) throw invalid_request("the prompt is empty", r.chat ? "messages" : "prompt");
+    const int ctx = engine_.options().n_ctx;
+    if (static_cast<int>(ids.size()) >= ctx) {
+      throw ApiError(400, "invalid_request_error",
+                     fmt::format("the prompt has {} tokens, but the context holds {} (--ctx)", ids.size(), ctx), "context_length_exceeded",
+                     r.chat ? "messages" : "prompt");
+    }
+    return ids;
+  }
+
+  void complete(const httplib::Request& req, httplib::Response& res, bool chat) {
+    metrics_.request(chat);
+    try {
+      CompletionRequest r = parse_completion_request(req.body, chat);
+      if (!r.model.empty() && r.model != options_.model_id) {
+        throw ApiError(404, "invalid_request_error", fmt::format("the model '{}' does not exist; this server has '{}'", r.model, options_.model_id),
+                       "model_not_found", "model");
+      }
+      bool opens_reasoning = false;
+      auto job = std::make_shared<Job>();
+      job->prompt = tokenize_prompt(r, &opens_reasoning);
+      job->options = r.generate;
+      const Reply reply{fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", ++next_id_), options_.model_id,
+                        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
+                        chat};
+      if (r.stream) {
+        stream(res, r, job, reply, opens_reasoning);
+      } else {
+        respond(res, job, reply, opens_reasoning);
+      }
+    } catch (const ApiError& e) {
+      metrics_.failure(e.status);
+      send_error(res, e);
+    } catch (const std::exception& e) {
+      metrics_.failure(500);
+      send_error(res, ApiError(500, "server_error", e.what()));
+    }
+  }
+
+  void record(const Job& job) {
+    const auto& g = job.result;
+    metrics_.generation(g.prompt_tokens, g.prompt_seconds, static_cast<int>(g.tokens.size()), g.generation_seconds,
+                        engine_.pager() ? &engine_.pager()->stats() : nullptr);
+  }
+
+  void respond(httplib::Response& res, const std::shared_ptr<Job>& job, const Reply& reply, bool opens_reasoning) {
+    ReasoningSplitter splitter(opens_reasoning);
+    std::string content, reasoning;
+    job->on_text = [&](std::string_view piece) {
+      auto d = reply.chat ? splitter.push(piece) : ReasoningSplitter::Delta{"", std::string(piece)};
+      content += d.content, reasoning += d.reasoning;
+      return true;
+    };
+    if (!queue_.submit(job)) throw ApiError(503, "server_error", "the server is shutting down");
+    job->wait();
+    if (!job->error.empty()) throw ApiError(500, "server_error", job->error);
+    record(*job);
+    if (reply.chat) {
+      auto d = splitter.finish();
+      content += d.content, reasoning += d.reasoning;
+    }
+    res.set_content(completion_response(reply, content, reasoning, job->result.finish_reason, job->result.prompt_tokens,
+                                        static_cast<int>(job->result.tokens.size()))
+                        .dump(-1, ' ', false, json::error_handler_t::replace),
+                    "application/json");
+  }
+
+  void stream(httplib::Response& res, const CompletionRequest& r, const std::shared_ptr<Job>& job, const Reply& reply, bool opens_reasoning) {
+    auto events = std::make_shared<EventStream>();
+    auto splitter = std::make_shared<ReasoningSplitter>(opens_reasoning);
+    auto emit = [events, reply](const ReasoningSplitter::Delta& d) {
+      if (!reply.chat) {
+        if (!d.content.empty()) events->push(sse(completion_chunk(reply, d.content, "")));
+        return;
+      }
+      if (!d.reasoning.empty()) events->push(sse(completion_chunk(reply, {{"reasoning_content", d.reasoning}}, "")));
+      if (!d.content.empty()) events->push(sse(completion_chunk(reply, {{"content", d.content}}, "")));
+    };
+    if (reply.chat) events->push(sse(completion_chunk(reply, {{"role", "assistant"}, {"content", ""}}, "")));
+    job->on_text = [splitter, emit, chat = reply.chat](std::string_view piece) {
+      emit(chat ? splitter->push(piece) : ReasoningSplitter::Delta{"", std::string(piece)});
+      return true;
+    };
+    // When the job ends (on the generation worker): the closing chunks.
+    job->on_done = [this, job = job.get(), events, splitter, emit, reply, include_usage = r.include_usage] {
+      if (!job->error.empty()) {
+        events->push(sse(ApiError(500, "server_error", job->error).to_json()));
+      } else {
+        record(*job);
+        if (reply.chat) emit(splitter->finish());
+        events->push(sse(completion_chunk(reply, reply.chat ? json::object() : json(""), job->result.finish_reason)));
+        if (include_usage) events->push(sse(usage_chunk(reply, job->result.prompt_tokens, static_cast<int>(job->result.tokens.size()))));
+      }
+      events->push("data: [DONE]\n\n");
+      events->finish();
+    };
+    if (!queue_.submit(job)) throw ApiError(503, "server_error", "the server is shutting down");
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider("text/event-stream", [events, job](size_t, httplib::DataSink& sink) {
+      std::unique_lock lock(events->mu);
+      events->cv.wait(lock, [&] { return !events->events.empty() || events->done; });
+      while (!events->events.empty()) {
+        const std::string e = std::move(events->events.front());
+        events->events.pop_front();
+        lock.unlock();
+        if (!sink.write(e.data(), e.size())) {
+          job->cancelled = true;  // the client went away: stop generating
+          return false;
+        }
+        lock.lock();
+      }
+      if (events->done) sink.done();
+      return true;
+    }, [job](bool success) {
+      if (!success) job->cancelled = true;
+    });
+  }
+
+  runtime::Engine& engine_;
+  ServerOptions options_;
+  text::ChatTemplate chat_template_;
+  GenerationQueue queue_;
+  Metrics metrics_;
+  httplib::Server http_;
+  std::atomic<uint64_t> next_id_{0};
+  int64_t start_time_ = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+};
+
+}  // namespace
+
+namespace {
+sigset_t shutdown_signals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  return signals;
+}
+}  // namespace
+
+void block_shutdown_signals() {
+  const sigset_t signals = shutdown_signals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+}
+
+void serve(runtime::Engine& engine, const ServerOptions& options) {
+  // Signals go to one thread that waits for them; the others never see them.
+  block_shutdown_signals();
+  const sigset_t signals = shutdown_signals();
+  Server server(engine, options);
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    fmt::print(stderr, "epq serve: {} received; finishing queued requests\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    server.shutdown();
+  });
+  try {
+    server.listen();
+  } catch (...) {
+    pthread_kill(waiter.native_handle(), SIGTERM);
+    waiter.join();
+    throw;
+  }
+  waiter.join();
+  fmt::print(stderr, "epq serve: stopped\n");
+}
+
+}  // namespace epq::server

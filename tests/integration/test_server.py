@@ -1,0 +1,282 @@
+"""`epq serve` against a tiny model: the OpenAI API through the official `openai` npm
+client and raw HTTP, streaming that reassembles to the non-streaming text, 8 concurrent
+clients, bad input, client disconnects, SIGTERM, reasoning_content, and the web page in
+headless Chromium."""
+import concurrent.futures
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+import unittest
+
+import harness
+from harness import path, synth
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CLIENTS = os.path.join(HERE, "..", "server")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """An `epq serve` process on a free port."""
+
+    def __init__(self, model, *args):
+        self.port = free_port()
+        self.proc = subprocess.Popen([harness.EPQ, "serve", "-m", model, "--port", str(self.port), "-t", "2", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                if self.get("/health")[0] == 200:
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError("the server did not start: " + self.proc.stderr.read())
+
+    def request(self, method, route, body=None, headers=None, timeout=120):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        data = body if isinstance(body, (bytes, str)) or body is None else json.dumps(body)
+        conn.request(method, route, body=data, headers=headers or {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        payload = r.read().decode("utf-8", "surrogateescape")
+        conn.close()
+        return r.status, payload
+
+    def get(self, route):
+        return self.request("GET", route)
+
+    def post(self, route, body):
+        status, payload = self.request("POST", route, body)
+        return status, json.loads(payload) if payload.startswith("{") else payload
+
+    def stream(self, route, body):
+        """The concatenated deltas of a streaming request, and the parsed events."""
+        status, payload = self.request("POST", route, dict(body, stream=True))
+        assert status == 200, payload
+        events = [json.loads(e[6:]) for e in payload.split("\n\n") if e.startswith("data: ") and e != "data: [DONE]"]
+        assert payload.rstrip().endswith("data: [DONE]"), payload[-200:]
+        return events
+
+    def metric(self, name):
+        _, text = self.get("/metrics")
+        return float(re.search(rf"^{name} (\S+)$", text, re.M).group(1))
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=60)
+
+
+def chat_text(events):
+    return "".join(e["choices"][0]["delta"].get("content", "") for e in events if e["choices"])
+
+
+def completion_text(events):
+    return "".join(e["choices"][0]["text"] for e in events if e["choices"])
+
+
+class ServerTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.model = synth("server.gguf", "--preset", "tiny")
+        cls.server = Server(cls.model, "--ctx", "4096")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def test_models_health_metrics(self):
+        status, body = self.server.get("/v1/models")
+        self.assertEqual(status, 200)
+        self.assertEqual(json.loads(body)["data"][0]["id"], "server")
+        self.assertEqual(self.server.get("/health")[0], 200)
+        _, text = self.server.get("/metrics")
+        for name in ["epq_requests_total", "epq_generated_tokens_total", "epq_generation_tokens_per_second", "epq_queue_depth"]:
+            self.assertRegex(text, rf"# TYPE {name} (counter|gauge)")
+
+    def test_stream_reassembles_to_the_same_text_with_the_same_seed(self):
+        body = {"messages": [{"role": "user", "content": "Tell me a story"}], "max_tokens": 60, "temperature": 0.8, "seed": 42}
+        status, full = self.server.post("/v1/chat/completions", body)
+        self.assertEqual(status, 200, full)
+        events = self.server.stream("/v1/chat/completions", body)
+        self.assertEqual(chat_text(events), full["choices"][0]["message"]["content"])
+        self.assertEqual(events[0]["choices"][0]["delta"]["role"], "assistant")
+        self.assertEqual(events[-1]["choices"][0]["finish_reason"], full["choices"][0]["finish_reason"])
+        self.assertEqual(full["usage"]["completion_tokens"] + full["usage"]["prompt_tokens"], full["usage"]["total_tokens"])
+        self.assertLessEqual(full["usage"]["completion_tokens"], 60)
+
+        body = {"prompt": "The river ran", "max_tokens": 50, "temperature": 0.7, "seed": 7, "ignore_eos": True}
+        status, full = self.server.post("/v1/completions", body)
+        self.assertEqual(status, 200)
+        self.assertEqual(full["usage"]["completion_tokens"], 50)
+        self.assertEqual(full["choices"][0]["finish_reason"], "length")
+        self.assertEqual(completion_text(self.server.stream("/v1/completions", body)), full["choices"][0]["text"])
+        prompt_tokens = len(harness.run("tokenize", "-m", self.model, "-p", "The river ran").stdout.split())
+        self.assertEqual(full["usage"]["prompt_tokens"], prompt_tokens)
+
+    def test_stop_strings_cut_the_text(self):
+        body = {"prompt": "The old mill", "max_tokens": 60, "temperature": 0, "ignore_eos": True}
+        _, full = self.server.post("/v1/completions", body)
+        text = full["choices"][0]["text"]
+        stop = re.search(r"[a-z]{3}", text[10:]).group(0)  # plain ASCII: invalid UTF-8 shows as U+FFFD
+        _, cut = self.server.post("/v1/completions", dict(body, stop=[stop]))
+        self.assertEqual(cut["choices"][0]["text"], text[:text.index(stop)])
+        self.assertEqual(cut["choices"][0]["finish_reason"], "stop")
+
+    def test_eight_concurrent_clients_get_their_own_replies(self):
+        prompts = [f"Client {i} asks about the river number {i * 7}" for i in range(8)]
+        expected = {}
+        for p in prompts:
+            _, r = self.server.post("/v1/chat/completions", {"messages": [{"role": "user", "content": p}], "max_tokens": 12, "temperature": 0})
+            expected[p] = r["choices"][0]["message"]["content"]
+        self.assertGreater(len(set(expected.values())), 1)  # the prompts lead to different replies
+
+        def client(p):
+            bad = 0
+            for i in range(20):
+                body = {"messages": [{"role": "user", "content": p}], "max_tokens": 12, "temperature": 0}
+                if i % 2:
+                    text = chat_text(self.server.stream("/v1/chat/completions", body))
+                else:
+                    status, r = self.server.post("/v1/chat/completions", body)
+                    text = r["choices"][0]["message"]["content"] if status == 200 else None
+                bad += text != expected[p]
+            return bad
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            self.assertEqual(sum(pool.map(client, prompts)), 0)
+
+    def test_bad_input_gets_an_openai_error_and_the_server_stays_up(self):
+        cases = [
+            ("/v1/chat/completions", "{not json", 400, None),
+            ("/v1/chat/completions", {"model": "server"}, 400, "messages"),
+            ("/v1/chat/completions", {"messages": "hello"}, 400, "messages"),
+            ("/v1/chat/completions", {"messages": [{"role": "user", "content": 5}]}, 400, "messages[0].content"),
+            ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}, 400, "temperature"),
+            ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": -1}, 400, "max_tokens"),
+            ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "n": 2}, 400, "n"),
+            ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "model": "gpt-9"}, 404, "model"),
+            ("/v1/completions", {"prompt": ["a", "b"]}, 400, "prompt"),
+            ("/v1/completions", {"prompt": "word " * 5000}, 400, "prompt"),
+        ]
+        for route, body, status, param in cases:
+            with self.subTest(body=str(body)[:60]):
+                got, payload = self.server.post(route, body)
+                self.assertEqual(got, status, payload)
+                self.assertIn("message", payload["error"])
+                self.assertIn(payload["error"]["type"], ("invalid_request_error",))
+                if param:
+                    self.assertEqual(payload["error"]["param"], param)
+        status, payload = self.server.post("/v1/completions", {"prompt": "word " * 5000})
+        self.assertEqual(payload["error"]["code"], "context_length_exceeded")
+        status, payload = self.server.request("POST", "/v1/completions", "x" * (9 << 20))
+        self.assertEqual(status, 413)
+        self.assertIn("larger than", json.loads(payload)["error"]["message"])
+        self.assertEqual(self.server.get("/nowhere")[0], 404)
+        self.assertEqual(self.server.get("/health")[0], 200)
+
+    def test_a_client_that_disconnects_stops_its_generation(self):
+        before = self.server.metric("epq_generated_tokens_total")
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=30)
+        body = {"prompt": "The river", "max_tokens": 4000, "ignore_eos": True, "stream": True, "temperature": 0}
+        conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        r.read1(100)
+        conn.sock.shutdown(socket.SHUT_RDWR)
+        conn.close()
+        deadline = time.time() + 30
+        while self.server.metric("epq_generated_tokens_total") == before and time.time() < deadline:
+            time.sleep(0.05)
+        generated = self.server.metric("epq_generated_tokens_total") - before
+        self.assertGreater(generated, 0)
+        self.assertLess(generated, 2000, "generation went on after the client left")
+        status, _ = self.server.post("/v1/completions", {"prompt": "hi", "max_tokens": 2})
+        self.assertEqual(status, 200)
+
+    def test_openai_npm_client(self):
+        proc = subprocess.run(["node", os.path.join(CLIENTS, "openai_client.mjs"), f"http://127.0.0.1:{self.server.port}/v1", "server"],
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        r = json.loads(proc.stdout)
+        self.assertEqual(r["chat"], r["chat_stream"])
+        self.assertGreater(r["chat_stream_chunks"], 1)
+        self.assertEqual(r["completion"], r["completion_stream"])
+        self.assertEqual(r["stream_usage"], r["chat_usage"])
+        self.assertEqual(r["not_found"], {"status": 404, "type": "invalid_request_error", "code": "model_not_found"})
+        self.assertEqual(r["models"], ["server"])
+
+    def test_web_page_streams_a_reply_in_headless_chromium(self):
+        proc = subprocess.run(["node", os.path.join(CLIENTS, "web_page.mjs"), f"http://127.0.0.1:{self.server.port}/"],
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        r = json.loads(proc.stdout)
+        self.assertEqual(r["errors"], 0)
+        self.assertEqual(r["user"], "Hello there, tell me a story.")
+        self.assertGreater(len(r["text"]), 0)
+        self.assertGreater(r["lengths"], 2, "the reply appeared at once instead of streaming")
+
+
+class ReasoningTest(unittest.TestCase):
+    def test_text_after_an_open_think_tag_is_reasoning_content(self):
+        model = synth("server.gguf", "--preset", "tiny")
+        template = path("think.jinja")
+        with open(template, "w") as f:
+            f.write("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                    "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}")
+        server = Server(model, "--chat-template", template)
+        try:
+            body = {"messages": [{"role": "user", "content": "Think first"}], "max_tokens": 20, "temperature": 0}
+            _, r = server.post("/v1/chat/completions", body)
+            message = r["choices"][0]["message"]
+            _, raw = server.post("/v1/completions", {"prompt": "<|im_start|>user\nThink first<|im_end|>\n<|im_start|>assistant\n<think>\n",
+                                                     "max_tokens": 20, "temperature": 0})
+            text = raw["choices"][0]["text"]
+            if "</think>" in text:
+                reasoning, content = text.split("</think>", 1)
+                self.assertEqual(message["reasoning_content"], reasoning)
+                self.assertEqual(message["content"], content.lstrip("\n"))
+            else:
+                self.assertEqual(message.get("reasoning_content"), text)
+                self.assertEqual(message["content"], "")
+            events = server.stream("/v1/chat/completions", body)
+            streamed = "".join(e["choices"][0]["delta"].get("reasoning_content", "") for e in events if e["choices"])
+            self.assertEqual(streamed, message.get("reasoning_content", ""))
+        finally:
+            server.stop()
+
+
+class Shutdown(unittest.TestCase):
+    def test_sigterm_finishes_queued_requests_and_exits_cleanly(self):
+        model = synth("server.gguf", "--preset", "tiny")
+        server = Server(model, "--ctx", "4096")
+        results = []
+        body = {"prompt": "The river", "max_tokens": 1500, "ignore_eos": True, "temperature": 0}
+        worker = threading.Thread(target=lambda: results.append(server.post("/v1/completions", body)))
+        worker.start()
+        time.sleep(0.3)
+        server.proc.send_signal(signal.SIGTERM)
+        worker.join(timeout=120)
+        self.assertEqual(server.proc.wait(timeout=60), 0)
+        status, r = results[0]
+        self.assertEqual(status, 200)
+        self.assertEqual(r["usage"]["completion_tokens"], 1500)
+        self.assertIn("SIGTERM received", server.proc.stderr.read())
+
+
+def setUpModule():
+    if not os.path.isdir(os.path.join(CLIENTS, "node_modules")):
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=CLIENTS, check=True, capture_output=True, timeout=600)
+
+
+if __name__ == "__main__":
+    harness.main()

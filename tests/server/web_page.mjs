@@ -1,0 +1,32 @@
+// Opens the web chat page in Debian's headless Chromium, sends a message and watches the
+// reply stream in.   node web_page.mjs URL
+// Prints JSON: the reply text and how many distinct lengths it had while streaming.
+import { chromium } from 'playwright-core';
+
+const [url] = process.argv.slice(2);
+const browser = await chromium.launch({
+  executablePath: '/usr/bin/chromium',
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+         '--disable-component-update', '--disable-sync'],
+});
+try {
+  const page = await browser.newPage();
+  await page.goto(url);
+  await page.fill('#input', 'Hello there, tell me a story.');
+  await page.press('#input', 'Enter');
+  const reply = page.locator('.msg.assistant').last();
+  const lengths = new Set();
+  const deadline = Date.now() + 60000;
+  for (;;) {
+    const text = await reply.textContent();
+    lengths.add(text.length);
+    if ((await reply.getAttribute('data-state')) === 'done') break;
+    if (Date.now() > deadline) throw new Error('no complete reply within 60 s');
+    await page.waitForTimeout(5);
+  }
+  const errors = await page.locator('.msg.error').count();
+  console.log(JSON.stringify({ text: await reply.textContent(), lengths: lengths.size, errors,
+                               user: await page.locator('.msg.user').last().textContent() }));
+} finally {
+  await browser.close();
+}
