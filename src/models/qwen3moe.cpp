@@ -90,77 +90,63 @@ ModelInfo qwen3moe_info(const gguf::File& f, const ModelOptions& options) {
 
 namespace {
 
-// Every buffer of a forward state, sized for n_ctx positions and ubatches of T tokens.
-struct StateSizes {
-  size_t kv_cache;                 // per K and per V: layers * ctx * kv_dim F16
-  size_t x, q, kv, router, slots;  // float buffers, in elements
-  size_t assign;                   // expert assignments per batch (T * top-k)
-  size_t ff_floats;                // assign * n_ff
-  size_t act_embd, act_ff;         // largest activation row bytes for n_embd / n_ff inputs
-  size_t attn_scratch;             // floats
-  int64_t max_cols;
-
-  StateSizes(const Qwen3MoeHparams& h, int n_ctx, int T, int threads) {
-    const size_t kv_dim = static_cast<size_t>(h.n_head_kv) * h.head_dim;
-    const size_t q_dim = static_cast<size_t>(h.n_head) * h.head_dim;
-    kv_cache = static_cast<size_t>(h.n_layer) * n_ctx * kv_dim * sizeof(uint16_t);
-    x = static_cast<size_t>(T) * h.n_embd;
-    q = static_cast<size_t>(T) * q_dim;
-    kv = static_cast<size_t>(T) * kv_dim;
-    router = static_cast<size_t>(T) * h.n_expert;
-    assign = static_cast<size_t>(T) * h.n_expert_used;
-    slots = assign * h.n_embd;
-    ff_floats = assign * h.n_ff_exp;
-    act_embd = act_ff = 0;
-    for (int f = 0; f < quant::kActFormatCount; ++f) {
-      act_embd = std::max(act_embd, quant::activation_bytes(static_cast<quant::ActFormat>(f), h.n_embd));
-      act_ff = std::max(act_ff, quant::activation_bytes(static_cast<quant::ActFormat>(f), h.n_ff_exp));
-    }
-    attn_scratch = static_cast<size_t>(threads) * n_ctx;
-    max_cols = std::max<int64_t>(h.n_embd, static_cast<int64_t>(q_dim));
-  }
-
-  uint64_t total(int T) const {
-    auto f = [](size_t floats) { return Buffer::footprint(floats * sizeof(float)); };
-    return 2 * Buffer::footprint(kv_cache) + 3 * f(x) /* x, xn, tmp */ + 2 * f(q) /* q, attn */ + 2 * f(kv) + f(router) +
-           f(slots) /* down outputs */ + 2 * f(ff_floats) /* gate, up */ + 2 * Buffer::footprint(assign * act_embd) +
-           Buffer::footprint(assign * act_ff) + f(attn_scratch) + QuantizedInput::bytes_needed(T, max_cols);
-  }
-};
-
 class State : public ForwardState {
  public:
-  State(const Qwen3MoeHparams& h, int n_ctx, int T, int threads)
-      : sizes(h, n_ctx, T, threads), ctx(n_ctx), max_tokens(T), rope(h.rope) {
-    auto floats = [](size_t n) { return Buffer(n * sizeof(float)); };
-    k_cache = Buffer(sizes.kv_cache);
-    v_cache = Buffer(sizes.kv_cache);
-    x = floats(sizes.x);
-    xn = floats(sizes.x);
-    tmp = floats(sizes.x);
-    q = floats(sizes.q);
-    attn = floats(sizes.q);
-    k = floats(sizes.kv);
-    v = floats(sizes.kv);
-    router = floats(sizes.router);
-    down_out = floats(sizes.slots);
-    gate_out = floats(sizes.ff_floats);
-    up_out = floats(sizes.ff_floats);
-    gathered[0] = Buffer(sizes.assign * sizes.act_embd);
-    gathered[1] = Buffer(sizes.assign * sizes.act_embd);
-    hidden_act = Buffer(sizes.assign * sizes.act_ff);
-    attn_scratch = floats(sizes.attn_scratch);
-    input = QuantizedInput(T, sizes.max_cols);
-  }
+  State(const Qwen3MoeHparams& h, int n_ctx, int T, int threads);
   int n_ctx() const override { return ctx; }
 
-  StateSizes sizes;
   int ctx, max_tokens;
-  Buffer k_cache, v_cache, x, xn, tmp, q, attn, k, v, router, down_out, gate_out, up_out, gathered[2], hidden_act, attn_scratch;
+  Buffer k_cache, v_cache;      // [layer][position][kv_dim] F16
+  Buffer x, xn, tmp;            // [T][n_embd]: residual stream, its norm, block outputs
+  Buffer q, attn, k, v;         // [T][q_dim] and [T][kv_dim]
+  Buffer router;                // [T][n_expert]
+  Buffer gate_out, up_out;      // [T * top-k][n_ff], one row per (token, expert) assignment
+  Buffer down_out;              // [T * top-k][n_embd]
+  Buffer gathered_gate, gathered_up, hidden_act;  // quantized inputs of the expert matrices
+  Buffer attn_scratch;          // [threads][n_ctx] attention scores
   QuantizedInput input;
   RopeTable rope;
   std::vector<int32_t> positions;
 };
+
+// Every buffer of a state and its size, for n_ctx positions and batches of T tokens: the
+// one list both allocation and the memory plan read.
+std::vector<std::pair<Buffer State::*, size_t>> state_buffers(const Qwen3MoeHparams& h, int n_ctx, int T, int threads) {
+  const size_t f = sizeof(float), t = static_cast<size_t>(T);
+  const size_t kv_dim = static_cast<size_t>(h.n_head_kv) * h.head_dim, q_dim = static_cast<size_t>(h.n_head) * h.head_dim;
+  const size_t assign = t * static_cast<size_t>(h.n_expert_used);
+  size_t act_embd = 0, act_ff = 0;  // largest activation row for n_embd / n_ff inputs
+  for (int k = 0; k < quant::kActFormatCount; ++k) {
+    act_embd = std::max(act_embd, quant::activation_bytes(static_cast<quant::ActFormat>(k), h.n_embd));
+    act_ff = std::max(act_ff, quant::activation_bytes(static_cast<quant::ActFormat>(k), h.n_ff_exp));
+  }
+  const size_t cache = static_cast<size_t>(h.n_layer) * static_cast<size_t>(n_ctx) * kv_dim * sizeof(uint16_t);
+  const size_t embd = t * static_cast<size_t>(h.n_embd) * f;
+  return {{&State::k_cache, cache},
+          {&State::v_cache, cache},
+          {&State::x, embd},
+          {&State::xn, embd},
+          {&State::tmp, embd},
+          {&State::q, t * q_dim * f},
+          {&State::attn, t * q_dim * f},
+          {&State::k, t * kv_dim * f},
+          {&State::v, t * kv_dim * f},
+          {&State::router, t * static_cast<size_t>(h.n_expert) * f},
+          {&State::gate_out, assign * static_cast<size_t>(h.n_ff_exp) * f},
+          {&State::up_out, assign * static_cast<size_t>(h.n_ff_exp) * f},
+          {&State::down_out, assign * static_cast<size_t>(h.n_embd) * f},
+          {&State::gathered_gate, assign * act_embd},
+          {&State::gathered_up, assign * act_embd},
+          {&State::hidden_act, assign * act_ff},
+          {&State::attn_scratch, static_cast<size_t>(threads) * static_cast<size_t>(n_ctx) * f}};
+}
+
+int64_t input_cols(const Qwen3MoeHparams& h) { return std::max<int64_t>(h.n_embd, int64_t{h.n_head} * h.head_dim); }
+
+State::State(const Qwen3MoeHparams& h, int n_ctx, int T, int threads)
+    : ctx(n_ctx), max_tokens(T), input(T, input_cols(h)), rope(h.rope) {
+  for (const auto& [member, bytes] : state_buffers(h, n_ctx, T, threads)) this->*member = Buffer(bytes);
+}
 
 struct LayerWeights {
   const float* attn_norm;
@@ -329,6 +315,7 @@ void Qwen3Moe::moe_block(State& s, const LayerWeights& L, int layer, ExpertSourc
 
   const ExpertLayout& layout = info_.experts[static_cast<size_t>(layer)];
   const quant::ActFormat fmt[2] = {quant::activation_format(layout.gate.type), quant::activation_format(layout.up.type)};
+  Buffer* gathered[2] = {&s.gathered_gate, &s.gathered_up};
   const quant::ActFormat down_fmt = quant::activation_format(layout.down.type);
   const size_t in_stride[2] = {s.input.stride(fmt[0]), s.input.stride(fmt[1])};
   const size_t hid_stride = quant::activation_bytes(down_fmt, F);
@@ -336,7 +323,7 @@ void Qwen3Moe::moe_block(State& s, const LayerWeights& L, int layer, ExpertSourc
   for (int g = 0; g < 2; ++g) {
     const uint8_t* src = s.input.data(fmt[g]);
     for (size_t a = 0; a < assignments.size(); ++a) {
-      std::copy_n(src + static_cast<size_t>(assignments[a].token) * in_stride[g], in_stride[g], s.gathered[g].data() + a * in_stride[g]);
+      std::copy_n(src + static_cast<size_t>(assignments[a].token) * in_stride[g], in_stride[g], gathered[g]->data() + a * in_stride[g]);
     }
   }
 
@@ -352,8 +339,8 @@ void Qwen3Moe::moe_block(State& s, const LayerWeights& L, int layer, ExpertSourc
     for (const ReadyExpert& r : ready) {
       const size_t a0 = static_cast<size_t>(begin[static_cast<size_t>(r.index)]);
       const int64_t n = begin[static_cast<size_t>(r.index) + 1] - static_cast<int64_t>(a0);
-      jobs.push_back({&r.gate, s.gathered[0].data() + a0 * in_stride[0], in_stride[0], n, s.gate_out.as<float>() + a0 * F, static_cast<size_t>(F)});
-      jobs.push_back({&r.up, s.gathered[1].data() + a0 * in_stride[1], in_stride[1], n, s.up_out.as<float>() + a0 * F, static_cast<size_t>(F)});
+      jobs.push_back({&r.gate, s.gathered_gate.data() + a0 * in_stride[0], in_stride[0], n, s.gate_out.as<float>() + a0 * F, static_cast<size_t>(F)});
+      jobs.push_back({&r.up, s.gathered_up.data() + a0 * in_stride[1], in_stride[1], n, s.up_out.as<float>() + a0 * F, static_cast<size_t>(F)});
     }
     run_matmuls(pool, jobs);
     jobs.clear();
@@ -426,7 +413,10 @@ void Qwen3Moe::forward(ForwardState& base, ExpertSource& experts, ThreadPool& po
 }  // namespace
 
 uint64_t qwen3moe_state_bytes(const gguf::File& f, const ModelOptions& options, int n_ctx, int max_tokens, int n_threads) {
-  return StateSizes(read_qwen3moe_hparams(f, options), n_ctx, max_tokens, n_threads).total(max_tokens);
+  const Qwen3MoeHparams h = read_qwen3moe_hparams(f, options);
+  uint64_t total = QuantizedInput::bytes_needed(max_tokens, input_cols(h));
+  for (const auto& buffer : state_buffers(h, n_ctx, max_tokens, n_threads)) total += Buffer::footprint(buffer.second);
+  return total;
 }
 
 std::unique_ptr<Model> load_qwen3moe(const gguf::File& f, const ResidentWeights& w, const ModelOptions& options) {

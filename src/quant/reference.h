@@ -12,10 +12,11 @@ namespace epq::quant {
 void quantize_row(Type type, const float* src, void* dst, int64_t n);
 void dequantize_row(Type type, const void* src, float* dst, int64_t n);
 
-// Per-format entry points, used by the dispatchers above.
-void quantize_blocks32(Type type, const float* src, void* dst, int64_t n);
-void dequantize_blocks32(Type type, const void* src, float* dst, int64_t n);
-void quantize_blocks256(Type type, const float* src, void* dst, int64_t n);
-void dequantize_blocks256(Type type, const void* src, float* dst, int64_t n);
+// One block of a 32-element format (Q4_0 .. Q8_0, IQ4_NL, MXFP4; reference_blocks32.cpp)
+// or a 256-element one (Q2_K .. Q8_K, IQ4_XS; reference_blocks256.cpp).
+void quantize_block32(Type type, const float* x, uint8_t* out);
+void dequantize_block32(Type type, const uint8_t* in, float* y);
+void quantize_block256(Type type, const float* x, uint8_t* out);
+void dequantize_block256(Type type, const uint8_t* in, float* y);
 
 }  // namespace epq::quant

@@ -125,7 +125,9 @@ void pack_k4_nibbles(const int* q, uint8_t* qs) {
   }
 }
 
-void quantize_block(Type type, const float* x, uint8_t* out) {
+}  // namespace
+
+void quantize_block256(Type type, const float* x, uint8_t* out) {
   int q[256], sc[16], mn[16];
   switch (type) {
     case Type::Q2_K: {
@@ -222,7 +224,7 @@ void quantize_block(Type type, const float* x, uint8_t* out) {
   }
 }
 
-void dequantize_block(Type type, const uint8_t* in, float* y) {
+void dequantize_block256(Type type, const uint8_t* in, float* y) {
   switch (type) {
     case Type::Q2_K: {
       auto* b = reinterpret_cast<const BlockQ2_K*>(in);
@@ -326,20 +328,6 @@ void dequantize_block(Type type, const uint8_t* in, float* y) {
     default:
       fail("internal: {} is not a 256-element format", name(type));
   }
-}
-
-}  // namespace
-
-void quantize_blocks256(Type type, const float* src, void* dst, int64_t n) {
-  const int64_t bytes = info(type).block_bytes;
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t i = 0; i < n / kQKK; ++i) quantize_block(type, src + i * kQKK, out + i * bytes);
-}
-
-void dequantize_blocks256(Type type, const void* src, float* dst, int64_t n) {
-  const int64_t bytes = info(type).block_bytes;
-  auto* in = static_cast<const uint8_t*>(src);
-  for (int64_t i = 0; i < n / kQKK; ++i) dequantize_block(type, in + i * bytes, dst + i * kQKK);
 }
 
 }  // namespace epq::quant

@@ -62,7 +62,9 @@ void unpack_5bit(const uint8_t* qs, const uint8_t* qh, int* q) {
   }
 }
 
-void quantize_block(Type type, const float* x, uint8_t* out) {
+}  // namespace
+
+void quantize_block32(Type type, const float* x, uint8_t* out) {
   int q[32];
   switch (type) {
     case Type::Q4_0: {
@@ -130,7 +132,7 @@ void quantize_block(Type type, const float* x, uint8_t* out) {
   }
 }
 
-void dequantize_block(Type type, const uint8_t* in, float* y) {
+void dequantize_block32(Type type, const uint8_t* in, float* y) {
   int q[32];
   switch (type) {
     case Type::Q4_0: {
@@ -192,20 +194,6 @@ void dequantize_block(Type type, const uint8_t* in, float* y) {
     default:
       fail("internal: {} is not a 32-element format", name(type));
   }
-}
-
-}  // namespace
-
-void quantize_blocks32(Type type, const float* src, void* dst, int64_t n) {
-  const int64_t bytes = info(type).block_bytes;
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t i = 0; i < n / kQK; ++i) quantize_block(type, src + i * kQK, out + i * bytes);
-}
-
-void dequantize_blocks32(Type type, const void* src, float* dst, int64_t n) {
-  const int64_t bytes = info(type).block_bytes;
-  auto* in = static_cast<const uint8_t*>(src);
-  for (int64_t i = 0; i < n / kQK; ++i) dequantize_block(type, in + i * bytes, dst + i * kQK);
 }
 
 }  // namespace epq::quant
