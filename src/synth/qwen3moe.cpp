@@ -43,8 +43,13 @@ std::vector<TensorPlan> plan_tensors(const Options& o) {
   t.push_back({"token_embd.weight", o.type_embd, {E, n_vocab}, Init::kEmbedding, 1.0f});
   for (int l = 0; l < o.n_layer; ++l) {
     auto n = [l](const char* what) { return "blk." + std::to_string(l) + "." + what + ".weight"; };
-    const float inv_q = 1.0f / std::sqrt(static_cast<float>(Q));
-    const float inv_ff = 1.0f / std::sqrt(static_cast<float>(o.n_ff_exp));
+    // The two projections that write into the residual stream are scaled down by
+    // sqrt(2 * layers), so that the token's own embedding stays a large part of the
+    // stream through every layer: without it, deep random models forget their input and
+    // predict the same token everywhere.
+    const float residual = 1.0f / std::sqrt(2.0f * static_cast<float>(o.n_layer));
+    const float inv_q = residual / std::sqrt(static_cast<float>(Q));
+    const float inv_ff = residual / std::sqrt(static_cast<float>(o.n_ff_exp));
     t.push_back({n("attn_norm"), quant::Type::F32, {E}, Init::kNormGain, 0.1f, l});
     t.push_back({n("attn_q"), o.type_attn, {E, Q}, Init::kGaussian, inv_e, l});
     t.push_back({n("attn_k"), o.type_attn, {E, KV}, Init::kGaussian, inv_e, l});
