@@ -25,29 +25,32 @@ struct BenchArgs {
   runtime::BenchOptions options;
   std::string json_path;
   std::string svg_path;
-  bool probe = true;
   bool quiet = false;
 };
 
 std::string cell(double v, const char* format = "{:.2f}") { return std::isnan(v) ? "-" : fmt::format(fmt::runtime(format), v); }
 
-void print_table(const BenchArgs& a, const std::vector<runtime::BenchResult>& results, double probe_rate) {
+void print_table(const BenchArgs& a, const std::vector<runtime::BenchResult>& results) {
   const runtime::BenchOptions& o = a.options;
   double ram_decode = NAN;
   for (const auto& r : results) {
     if (r.config.budget_label == "ram" && r.passed()) ram_decode = r.median_decode();
   }
   fmt::print("## epq bench: {}\n\n", o.model);
-  fmt::print("- memory limit per run: {}\n", memory_limit_mechanism());
+  fmt::print("- memory limit per run: {} (the `ram` row, if any, runs without one)\n", memory_limit_mechanism());
   fmt::print("- page cache: {}\n", o.cold ? "cold (dropped before every run)" : "warm (not dropped)");
   fmt::print("- {} run(s) per configuration; prompt of {} characters, {} generated tokens, --ctx {}{}\n", o.runs, o.prompt.size(),
              o.n_predict, o.n_ctx, o.n_threads > 0 ? fmt::format(", --threads {}", o.n_threads) : "");
-  if (probe_rate > 0) fmt::print("- disk: {:.0f} MB/s O_DIRECT at the pager's request size and queue depth (epq probe-io)\n", probe_rate / 1e6);
+  const bool probed = o.probe_disk;
+  if (probed) {
+    fmt::print("- disk: O_DIRECT read rate probed for 2 s before each paged configuration (1 MiB reads at the pager's queue depth); "
+               "I/O bound = that rate / MiB read per decode token\n");
+  }
   const bool ppl = !o.perplexity_file.empty();
   fmt::print("\n| budget | policy | top-k | result | arena | slots | coverage | peak RSS | anon | prompt tok/s | decode tok/s (min-max) | "
              "MiB/token | hit % | evictions |{}{}\n",
-             probe_rate > 0 ? " I/O bound tok/s | vs bound |" : "", ppl ? " PPL |" : "");
-  fmt::print("|---|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|{}{}\n", probe_rate > 0 ? "---:|---:|" : "",
+             probed ? " disk MB/s | I/O bound tok/s | vs bound |" : "", ppl ? " PPL |" : "");
+  fmt::print("|---|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|{}{}\n", probed ? "---:|---:|---:|" : "",
              ppl ? "---:|" : "");
   for (const auto& r : results) {
     const runtime::RunReport* rep = r.first_report();
@@ -61,10 +64,12 @@ void print_table(const BenchArgs& a, const std::vector<runtime::BenchResult>& re
     for (const auto& run : r.runs) evictions += run.report ? run.report->evictions : 0;
     const double mib = r.decode_mib_per_token();
     std::string bound_cells;
-    if (probe_rate > 0) {
-      const double bound = paged && mib > 0 ? probe_rate / (mib * (1 << 20)) : NAN;
+    if (probed) {
+      const double rate = r.disk_bytes_per_second;
+      const double bound = paged && mib > 0 && rate > 0 ? rate / (mib * (1 << 20)) : NAN;
       const double limit = std::isnan(ram_decode) ? bound : std::isnan(bound) ? ram_decode : std::min(bound, ram_decode);
-      bound_cells = fmt::format(" {} | {} |", cell(bound), r.passed() && !std::isnan(limit) ? cell(r.median_decode() / limit * 100, "{:.0f}%") : "-");
+      bound_cells = fmt::format(" {} | {} | {} |", rate > 0 ? cell(rate / 1e6, "{:.0f}") : "-", cell(bound),
+                                r.passed() && !std::isnan(limit) ? cell(r.median_decode() / limit * 100, "{:.0f}%") : "-");
     }
     fmt::print("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |{}{}\n", r.config.budget_label,
                r.config.budget_label == "ram" ? "-" : r.config.evict, rep ? std::to_string(rep->n_expert_used) : "-", r.status(),
@@ -76,7 +81,7 @@ void print_table(const BenchArgs& a, const std::vector<runtime::BenchResult>& re
   }
 }
 
-void write_json(const std::string& path, const BenchArgs& a, const std::vector<runtime::BenchResult>& results, double probe_rate) {
+void write_json(const std::string& path, const BenchArgs& a, const std::vector<runtime::BenchResult>& results) {
   nlohmann::json j;
   j["model"] = a.options.model;
   j["cold"] = a.options.cold;
@@ -85,12 +90,12 @@ void write_json(const std::string& path, const BenchArgs& a, const std::vector<r
   j["n_predict"] = a.options.n_predict;
   j["n_ctx"] = a.options.n_ctx;
   j["memory_limit"] = memory_limit_mechanism();
-  j["probe_bytes_per_second"] = probe_rate;
   j["configs"] = nlohmann::json::array();
   for (const auto& r : results) {
     nlohmann::json c = {{"budget", r.config.budget_label}, {"budget_bytes", r.config.budget}, {"evict", r.config.evict},
                         {"expert_used", r.config.expert_used}, {"status", r.status()}, {"runs", nlohmann::json::array()}};
     if (r.perplexity) c["perplexity"] = *r.perplexity;
+    if (r.disk_bytes_per_second > 0) c["disk_bytes_per_second"] = r.disk_bytes_per_second;
     for (const auto& run : r.runs) {
       nlohmann::json x = {{"exit_code", run.process.exit_code}, {"signal", run.process.signal},
                           {"killed_by_limit", run.process.killed_by_limit}, {"peak_rss", run.process.peak_rss},
@@ -130,21 +135,15 @@ void write_svg(const std::string& path, const BenchArgs& a, const std::vector<ru
 
 void run(BenchArgs& a) {
   if (a.options.prompt.empty()) a.options.prompt = kDefaultPrompt;
-  double probe_rate = 0;
-  if (a.probe) {
-    // The pager's reads: expert matrices of the model, at the default queue depth.
-    std::string reason;
-    if (pager::direct_io_works(a.options.model, &reason)) {
-      probe_rate = pager::probe_read_rate(a.options.model, 1 << 20, 64, true, 2.0).bytes_per_second();
-    }
-  }
+  std::string reason;
+  if (a.options.probe_disk && !pager::direct_io_works(a.options.model, &reason)) a.options.probe_disk = false;
   ProgressLine progress(!a.quiet);
   const auto results = runtime::run_bench(a.options, [&](const std::string& text) {
     progress.update("bench: " + text + fmt::format("  ({:.0f} s)", progress.elapsed_seconds()), true);
   });
   progress.finish();
-  print_table(a, results, probe_rate);
-  if (!a.json_path.empty()) write_json(a.json_path, a, results, probe_rate);
+  print_table(a, results);
+  if (!a.json_path.empty()) write_json(a.json_path, a, results);
   if (!a.svg_path.empty()) write_svg(a.svg_path, a, results);
 }
 
@@ -172,7 +171,7 @@ void add_bench_command(CLI::App& root) {
   c->add_option("--perplexity", o.perplexity_file, "Also measure PPL on this text file for each configuration");
   c->add_option("--json", args->json_path, "Write every raw run as JSON");
   c->add_option("--svg", args->svg_path, "Write a chart of decode tok/s and hit % against budget");
-  c->add_flag("!--no-probe", args->probe, "Skip the disk probe (and the I/O bound columns)");
+  c->add_flag("!--no-probe", o.probe_disk, "Skip the disk probes (and the I/O bound columns)");
   c->add_option("--child-args", o.extra_args, "Extra arguments for every child run (e.g. \"--io pread\")")->delimiter(' ');
   c->add_flag("-q,--quiet", args->quiet, "No progress output");
   c->callback([args] { run(*args); });

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "gguf/file.h"
+#include "pager/io_probe.h"
 #include "runtime/engine.h"
 #include "runtime/memory_plan.h"
 #include "util/error.h"
@@ -185,6 +186,12 @@ std::vector<BenchResult> run_bench(const BenchOptions& o, const std::function<vo
   for (size_t ci = 0; ci < configs.size(); ++ci) {
     const BenchConfig& c = configs[ci];
     BenchResult result{c, {}, std::nullopt};
+    if (o.probe_disk && c.budget > 0) {
+      // Disks vary over minutes (cloud volumes especially): probe right before, with the
+      // pager's read size (at most 1 MiB pieces) and queue depth.
+      progress(fmt::format("[{}/{}] budget {}, {}, disk probe", ci + 1, configs.size(), c.budget_label, c.series()));
+      result.disk_bytes_per_second = pager::probe_read_rate(o.model, 1 << 20, pager::IoOptions{}.queue_depth, true, 2.0).bytes_per_second();
+    }
     std::vector<std::string> common = {"-m", o.model, "--ctx", std::to_string(o.n_ctx)};
     if (o.n_threads > 0) common.insert(common.end(), {"-t", std::to_string(o.n_threads)});
     if (c.expert_used > 0) common.insert(common.end(), {"--expert-used", std::to_string(c.expert_used)});

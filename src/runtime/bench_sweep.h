@@ -27,6 +27,7 @@ struct BenchOptions {
   bool cold = false;
   std::string perplexity_file;
   std::vector<std::string> extra_args;  // passed to every child (e.g. --io pread)
+  bool probe_disk = true;  // measure the disk before each paged configuration
 };
 
 struct BenchRun {
@@ -47,6 +48,7 @@ struct BenchResult {
   BenchConfig config;
   std::vector<BenchRun> runs;
   std::optional<double> perplexity;
+  double disk_bytes_per_second = 0;  // O_DIRECT rate probed just before (0: not probed)
   bool passed() const;
   std::string status() const;  // "PASS" or "FAIL (reason)"
   // Medians and ranges over passed runs.

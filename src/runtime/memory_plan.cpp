@@ -44,7 +44,15 @@ MemoryPlan plan_memory(const gguf::File& file, const models::ModelInfo& info, co
       {"heap headroom", kHeapHeadroom},
   };
   if (in.reserved_bytes > 0) p.lines.push_back({"server threads and request buffers", in.reserved_bytes});
-  for (const LedgerLine& l : p.lines) p.fixed_bytes += l.bytes;
+  // A memory cgroup also charges the page tables that map all of this: 8 bytes per 4 KiB
+  // page, 1/512 of the budget (upper table levels and slack: 1 MiB).
+  uint64_t base = 0;
+  for (const LedgerLine& l : p.lines) base += l.bytes;
+  auto page_tables = [](uint64_t budget) { return budget / 512 + (1 << 20); };
+  // The smallest budget b with b - page_tables(b) >= need.
+  auto budget_for = [&](uint64_t need) { return ((need + (1 << 20)) * 512 + 510) / 511; };
+  p.lines.push_back({"kernel page tables", page_tables(in.budget)});
+  p.fixed_bytes = base + page_tables(in.budget);
 
   const uint64_t k = static_cast<uint64_t>(info.n_expert_used);
   uint64_t minimum_arena = 0;
@@ -52,10 +60,10 @@ MemoryPlan plan_memory(const gguf::File& file, const models::ModelInfo& info, co
     minimum_arena += std::min<uint64_t>(k, c.total_experts()) * c.slot_bytes;
     p.expert_bytes_total += c.total_experts() * c.slot_bytes;
   }
-  p.minimum_budget = p.fixed_bytes + minimum_arena;
-  p.all_fit_budget = p.fixed_bytes + p.expert_bytes_total;
+  p.minimum_budget = budget_for(base + minimum_arena);
+  p.all_fit_budget = budget_for(base + p.expert_bytes_total);
   p.slots.assign(n_classes, 0);
-  p.feasible = in.budget >= p.minimum_budget;
+  p.feasible = in.budget >= p.fixed_bytes + minimum_arena;
   if (!p.feasible) return p;
 
   // Top-k slots per class first; the rest of the arena in proportion to expert bytes.
