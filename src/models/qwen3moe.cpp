@@ -103,7 +103,7 @@ class State : public ForwardState {
   Buffer gate_out, up_out;      // [T * top-k][n_ff], one row per (token, expert) assignment
   Buffer down_out;              // [T * top-k][n_embd]
   Buffer gathered_gate, gathered_up, hidden_act;  // quantized inputs of the expert matrices
-  Buffer attn_scratch;          // [threads][n_ctx] attention scores
+  Buffer attn_scratch;          // [threads][n_ctx * kAttentionScoresPerPosition] attention scores
   QuantizedInput input;
   RopeTable rope;
   std::vector<int32_t> positions;
@@ -138,7 +138,7 @@ std::vector<std::pair<Buffer State::*, size_t>> state_buffers(const Qwen3MoeHpar
           {&State::gathered_gate, assign * act_embd},
           {&State::gathered_up, assign * act_embd},
           {&State::hidden_act, assign * act_ff},
-          {&State::attn_scratch, static_cast<size_t>(threads) * static_cast<size_t>(n_ctx) * f}};
+          {&State::attn_scratch, static_cast<size_t>(threads) * static_cast<size_t>(n_ctx) * kAttentionScoresPerPosition * f}};
 }
 
 int64_t input_cols(const Qwen3MoeHparams& h) { return std::max<int64_t>(h.n_embd, int64_t{h.n_head} * h.head_dim); }
