@@ -10,7 +10,7 @@
 
 namespace epq::quant {
 
-inline constexpr int kMaxCols = 4;
+inline constexpr int kMaxCols = 8;
 
 // out[c] = dot(w_row, act + c * act_stride) for c in [0, n_cols); n = row length.
 using DotKernel = void (*)(int64_t n, const void* w_row, const void* act, size_t act_stride, int n_cols, float* out);

@@ -433,7 +433,11 @@ void entry(int64_t n, const void* w, const void* act, size_t stride, int n_cols,
     case 1: return K::template run<1>(n, w, act, stride, out);
     case 2: return K::template run<2>(n, w, act, stride, out);
     case 3: return K::template run<3>(n, w, act, stride, out);
-    default: return K::template run<4>(n, w, act, stride, out);
+    case 4: return K::template run<4>(n, w, act, stride, out);
+    case 5: return K::template run<5>(n, w, act, stride, out);
+    case 6: return K::template run<6>(n, w, act, stride, out);
+    case 7: return K::template run<7>(n, w, act, stride, out);
+    default: return K::template run<8>(n, w, act, stride, out);
   }
 }
 
