@@ -47,10 +47,14 @@ std::string render_line_chart(const std::string& title, const std::string& x_lab
       }
     }
     if (!std::isfinite(lo)) lo = 0, hi = 1;
+    double step = 0;  // linear scale: a round tick step (1, 2 or 5 times a power of ten)
     if (panel.log_scale) {
       lo = std::pow(10.0, std::floor(std::log10(lo))), hi = std::pow(10.0, std::ceil(std::log10(hi)));
     } else {
-      lo = std::min(0.0, lo), hi = hi <= lo ? lo + 1 : hi * 1.05;
+      lo = std::min(0.0, lo), hi = hi <= lo ? lo + 1 : hi;
+      const double raw = (hi - lo) / 5, magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+      step = raw <= magnitude ? magnitude : raw <= 2 * magnitude ? 2 * magnitude : raw <= 5 * magnitude ? 5 * magnitude : 10 * magnitude;
+      hi = lo + std::ceil((hi - lo) / step) * step;
     }
     auto y_at = [&](double v) {
       const double f = panel.log_scale ? (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo)) : (v - lo) / (hi - lo);
@@ -63,7 +67,7 @@ std::string render_line_chart(const std::string& title, const std::string& x_lab
     if (panel.log_scale) {
       for (double t = lo; t <= hi * 1.0001; t *= 10) ticks.push_back(t);
     } else {
-      for (int k = 0; k <= 5; ++k) ticks.push_back(lo + (hi - lo) * k / 5);
+      for (double t = lo; t <= hi + step / 2; t += step) ticks.push_back(t);
     }
     for (double t : ticks) {
       const double y = y_at(t);
