@@ -5,17 +5,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "util/avx2.h"
+
 namespace epq {
 namespace {
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-inline __m256 load_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
 // Attention of one query token for G query heads that share a KV head: q and out hold G
 // heads of D floats; k and v point at the KV head's first cache row. Every K and V row

@@ -27,7 +27,6 @@ struct TensorInfo {
   uint64_t offset = 0;  // absolute byte offset in the file
   uint64_t bytes = 0;
   // Tensors of 2+ dims are rows of dims[0] elements.
-  int64_t row_elems() const { return dims[0]; }
   uint64_t row_bytes() const { return static_cast<uint64_t>(quant::row_bytes(type, dims[0])); }
   std::string shape_string() const;
 };

@@ -28,9 +28,6 @@ class Writer {
   void write_data(std::span<const uint8_t> bytes);
   void finish();
 
-  // Bytes of tensor data (with padding) that finish() will have written after the header.
-  uint64_t data_bytes() const { return next_offset_; }
-
  private:
   struct Pending {
     std::string name;

@@ -9,23 +9,10 @@
 #include "quant/blocks.h"
 #include "quant/dot.h"
 #include "quant/float_bits.h"
+#include "util/avx2.h"
 
 namespace epq::quant {
 namespace {
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-inline int hsum_i32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-  return _mm_cvtsi128_si32(s);
-}
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
@@ -391,9 +378,7 @@ struct LoadF32 {
   static float load1(const void* w, int64_t i) { return static_cast<const float*>(w)[i]; }
 };
 struct LoadF16 {
-  static __m256 load8(const void* w, int64_t i) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + i)));
-  }
+  static __m256 load8(const void* w, int64_t i) { return load_f16(static_cast<const uint16_t*>(w) + i); }
   static float load1(const void* w, int64_t i) { return f16_to_f32(static_cast<const uint16_t*>(w)[i]); }
 };
 struct LoadBF16 {

@@ -24,7 +24,6 @@ class Sampler {
  public:
   explicit Sampler(const SamplerOptions& options);
   int32_t sample(const float* logits, int32_t n_vocab, std::span<const int32_t> history);
-  void reseed(uint64_t seed) { rng_.seed(seed); }
 
  private:
   SamplerOptions o_;
