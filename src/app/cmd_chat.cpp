@@ -1,4 +1,5 @@
-// `epq chat`: an interactive conversation in the terminal, in the model's chat format.
+// `epq chat`: an interactive conversation in the terminal, in the model's chat format
+// (its own Jinja template, or ChatML when it has none).
 #include <unistd.h>
 
 #include <fmt/core.h>
@@ -8,7 +9,7 @@
 #include "app/commands.h"
 #include "app/engine_flags.h"
 #include "runtime/generate.h"
-#include "text/chat_message.h"
+#include "text/chat_template.h"
 #include "util/error.h"
 
 namespace epq::app {
@@ -24,26 +25,24 @@ void run(ChatArgs& a) {
   runtime::Engine engine(a.engine);
   runtime::Session session(engine);
   const text::Tokenizer& tok = engine.tokenizer();
+  const text::ChatTemplate chat_template(engine.file(), tok);
   const bool interactive = isatty(STDIN_FILENO) != 0;
-  std::vector<text::ChatMessage> messages;
-  if (!a.system.empty()) messages.push_back({"system", a.system});
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  if (!a.system.empty()) messages.push_back({{"role", "system"}, {"content", a.system}});
   if (interactive) fmt::print(stderr, "epq chat: {} - type a message; /reset starts over, /exit or Ctrl-D quits\n", engine.info().name);
   std::string line;
   for (;;) {
     if (interactive) fmt::print(stderr, "> ");
     if (!std::getline(std::cin, line) || line == "/exit") break;
     if (line == "/reset") {
-      messages.resize(a.system.empty() ? 0 : 1);
+      messages.erase(messages.begin() + (a.system.empty() ? 0 : 1), messages.end());
       session.truncate(0);
       continue;
     }
     if (line.empty()) continue;
-    messages.push_back({"user", line});
+    messages.push_back({{"role", "user"}, {"content", line}});
     // Re-render the conversation; evaluate only what the session does not hold yet.
-    std::vector<int32_t> ids;
-    if (tok.add_bos() && tok.bos()) ids.push_back(*tok.bos());
-    const auto body = tok.encode(text::render_chatml(messages, true), true);
-    ids.insert(ids.end(), body.begin(), body.end());
+    const std::vector<int32_t> ids = tok.encode_prompt(chat_template.render(messages, nullptr, true), true);
     size_t common = 0;
     while (common < ids.size() && common < session.tokens().size() && ids[common] == session.tokens()[common]) ++common;
     if (common == ids.size()) --common;  // always evaluate at least one token
@@ -55,7 +54,7 @@ void run(ChatArgs& a) {
       return true;
     });
     fmt::print("\n");
-    messages.push_back({"assistant", r.text});
+    messages.push_back({{"role", "assistant"}, {"content", r.text}});
     if (interactive) {
       fmt::print(stderr, "[{} tokens, {:.2f} tok/s]\n", r.tokens.size(),
                  r.tokens.size() > 1 ? static_cast<double>(r.tokens.size() - 1) / std::max(r.generation_seconds, 1e-9) : 0.0);

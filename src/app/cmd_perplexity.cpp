@@ -60,9 +60,7 @@ void run(PerplexityArgs& a) {
   {
     gguf::File file = gguf::File::open(a.engine.model_path);
     const text::Tokenizer tok = text::Tokenizer::from_gguf(file);
-    if (tok.add_bos() && tok.bos()) tokens.push_back(*tok.bos());
-    const auto body = tok.encode(text, false);
-    tokens.insert(tokens.end(), body.begin(), body.end());
+    tokens = tok.encode_prompt(text, false);
   }
   const int64_t n_tokens = static_cast<int64_t>(tokens.size());
   if (a.all_positions && !a.ctx_given) a.engine.n_ctx = static_cast<int>(n_tokens);

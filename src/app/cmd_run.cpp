@@ -37,10 +37,7 @@ void run(RunArgs& a) {
   runtime::Engine engine(a.engine);
   runtime::Session session(engine);
   const text::Tokenizer& tok = engine.tokenizer();
-  std::vector<int32_t> prompt;
-  if (tok.add_bos() && tok.bos()) prompt.push_back(*tok.bos());
-  const std::vector<int32_t> body = tok.encode(a.prompt, !a.no_special);
-  prompt.insert(prompt.end(), body.begin(), body.end());
+  const std::vector<int32_t> prompt = tok.encode_prompt(a.prompt, !a.no_special);
   if (prompt.empty()) fail("the prompt is empty: give one with -p or -f");
   if (a.show_prompt) fmt::print("{}", a.prompt);
   std::fflush(stdout);

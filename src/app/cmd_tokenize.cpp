@@ -19,10 +19,7 @@ struct TokenizeArgs {
 void run(const TokenizeArgs& a) {
   gguf::File file = gguf::File::open(a.model);
   const text::Tokenizer tok = text::Tokenizer::from_gguf(file);
-  std::vector<int32_t> ids;
-  if (a.add_bos && tok.bos()) ids.push_back(*tok.bos());
-  const std::vector<int32_t> body = tok.encode(a.prompt, !a.no_special);
-  ids.insert(ids.end(), body.begin(), body.end());
+  std::vector<int32_t> ids = a.add_bos ? tok.encode_prompt(a.prompt, !a.no_special) : tok.encode(a.prompt, !a.no_special);
   if (!a.pieces) {
     for (size_t i = 0; i < ids.size(); ++i) fmt::print("{}{}", i ? " " : "", ids[i]);
     fmt::print("\n");
@@ -48,7 +45,7 @@ void add_tokenize_command(CLI::App& root) {
   c->add_option("-p,--prompt", args->prompt, "Text to tokenize")->required();
   c->add_flag("--pieces", args->pieces, "Print each token's id and text, one per line");
   c->add_flag("--no-special", args->no_special, "Treat special-token text as plain text");
-  c->add_flag("--add-bos", args->add_bos, "Prepend the BOS token if the model defines one");
+  c->add_flag("--add-bos", args->add_bos, "Encode as a prompt: with the BOS token if the model asks for one");
   c->callback([args] { run(*args); });
 }
 

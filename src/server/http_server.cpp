@@ -118,10 +118,7 @@ class Server {
     }
     *opens_reasoning = r.chat && prompt_opens_reasoning(text);
     const text::Tokenizer& tok = engine_.tokenizer();
-    std::vector<int32_t> ids;
-    if (tok.add_bos() && tok.bos() && text.rfind(tok.piece(*tok.bos()), 0) != 0) ids.push_back(*tok.bos());
-    const auto body = tok.encode(text, true);
-    ids.insert(ids.end(), body.begin(), body.end());
+    std::vector<int32_t> ids = tok.encode_prompt(text, true);
     if (ids.empty()) throw invalid_request("the prompt is empty", r.chat ? "messages" : "prompt");
     const int ctx = engine_.options().n_ctx;
     if (static_cast<int>(ids.size()) >= ctx) {

@@ -103,6 +103,15 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
   return out;
 }
 
+std::vector<int32_t> Tokenizer::encode_prompt(std::string_view text, bool parse_special) const {
+  std::vector<int32_t> out;
+  const bool has_bos = bos_ && parse_special && text.starts_with(tokens_[static_cast<size_t>(*bos_)]);
+  if (add_bos_ && bos_ && !has_bos) out.push_back(*bos_);
+  const std::vector<int32_t> body = encode(text, parse_special);
+  out.insert(out.end(), body.begin(), body.end());
+  return out;
+}
+
 void Tokenizer::encode_text(std::string_view text, std::vector<int32_t>& out) const {
   if (text.empty()) return;
   for (std::string_view word : pre_->split(text)) encode_word(word, out);

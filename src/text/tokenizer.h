@@ -23,6 +23,9 @@ class Tokenizer {
   // Token ids for text (no BOS). With parse_special, control tokens written in the text
   // (e.g. "<|im_start|>") become their ids; user-defined tokens always do.
   std::vector<int32_t> encode(std::string_view text, bool parse_special) const;
+  // A prompt: encode() behind a BOS token when the model wants one (add_bos) and the
+  // text does not already start with it (chat templates often write it).
+  std::vector<int32_t> encode_prompt(std::string_view text, bool parse_special) const;
   // The bytes a token stands for. Control tokens give their text only if render_special.
   std::string token_text(int32_t id, bool render_special) const;
   std::string decode(std::span<const int32_t> ids, bool render_special) const;

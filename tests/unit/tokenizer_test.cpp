@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,7 +77,7 @@ TEST(PreTokenizer, InvalidUtf8IsKeptNotDropped) {
 class TokenizerFile {
  public:
   TokenizerFile(std::vector<std::string> tokens, std::vector<int64_t> types, std::vector<std::string> merges, const std::string& pre,
-                int64_t eos) {
+                int64_t eos, std::optional<int64_t> bos = std::nullopt) {
     path_ = epq::testing::temp_path("tok-" + pre + std::to_string(tokens.size()) + ".gguf");
     gguf::Writer w(path_);
     w.set("tokenizer.ggml.model", gguf::Value::string("gpt2"));
@@ -85,6 +86,10 @@ class TokenizerFile {
     w.set("tokenizer.ggml.token_type", gguf::Value::int_array(gguf::ValueType::INT32, std::move(types)));
     w.set("tokenizer.ggml.merges", gguf::Value::string_array(std::move(merges)));
     w.set("tokenizer.ggml.eos_token_id", gguf::Value::integer(gguf::ValueType::UINT32, eos));
+    if (bos) {
+      w.set("tokenizer.ggml.bos_token_id", gguf::Value::integer(gguf::ValueType::UINT32, *bos));
+      w.set("tokenizer.ggml.add_bos_token", gguf::Value::integer(gguf::ValueType::BOOL, 1));
+    }
     w.begin_data();
     w.finish();
   }
@@ -130,6 +135,23 @@ TEST(Tokenizer, SpecialTokens) {
   EXPECT_TRUE(t.is_eog(266));
   EXPECT_FALSE(t.is_eog(265));
   EXPECT_THROW(t.token_text(9999, false), Error);
+}
+
+TEST(Tokenizer, PromptGetsOneBosWhenTheModelWantsIt) {
+  synth::Vocab v = synth::make_vocab(300);
+  std::vector<int64_t> types(v.types.begin(), v.types.end());
+  const int32_t bos = v.im_start_id;  // any control token serves as BOS here
+  TokenizerFile with_bos(v.tokens, types, v.merges, "qwen2", v.im_end_id, bos);
+  Tokenizer t = with_bos.load();
+  const std::vector<int32_t> body = t.encode("hi there", true);
+  std::vector<int32_t> expected = {bos};
+  expected.insert(expected.end(), body.begin(), body.end());
+  EXPECT_EQ(t.encode_prompt("hi there", true), expected);
+  // A template that already wrote the BOS text does not get a second one.
+  EXPECT_EQ(t.encode_prompt("<|im_start|>hi there", true), t.encode("<|im_start|>hi there", true));
+  EXPECT_EQ(std::count(expected.begin(), expected.end(), bos), 1);
+  // Without add_bos the prompt is the plain encoding.
+  EXPECT_EQ(hand_built().encode_prompt("hello world", false), hand_built().encode("hello world", false));
 }
 
 TEST(Tokenizer, RoundTripsTrickyTextExactly) {
