@@ -1,6 +1,10 @@
-// Kernel benchmarks: matrix-vector products per weight type, measured as bytes of weights
-// streamed per second, next to a STREAM-style read-bandwidth probe run in the same
-// process. The `bw_ratio` counter is kernel GB/s / probe GB/s at the same thread count.
+// Kernel benchmarks.
+// - Matvec/TYPE: matrix-vector products per weight type, measured as bytes of weights
+//   streamed per second, next to a STREAM-style read-bandwidth probe run in the same
+//   process (probe_GB/s, at the same thread count).
+// - Matmul/TYPE/tokens:N: prompt processing's case, one expert-sized matrix (768 x 2048,
+//   cache-resident) times N token columns, measured in multiply-adds per second (GMAC/s):
+//   this is compute-bound, and shows how well a kernel amortizes decoding a weight block.
 //
 //   build/bench/epq_kernel_bench [--benchmark_filter=Q4_K] [--benchmark_min_time=1]
 #include <benchmark/benchmark.h>
@@ -67,22 +71,25 @@ void BM_ReadBandwidth(benchmark::State& state) {
   state.counters["GB/s"] = probe(threads) / 1e9;
 }
 
+// rows x cols random values quantized to type.
+std::vector<uint8_t> random_weights(Type type, int64_t rows, int64_t cols) {
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0, 1);
+  std::vector<float> x(static_cast<size_t>(rows * cols));
+  for (float& v : x) v = normal(rng);
+  std::vector<uint8_t> w(static_cast<size_t>(rows * epq::quant::row_bytes(type, cols)));
+  epq::quant::quantize_row(type, x.data(), w.data(), rows * cols);
+  return w;
+}
+
 void BM_Matvec(benchmark::State& state, Type type) {
   const int threads = static_cast<int>(state.range(0));
   const size_t row_bytes = static_cast<size_t>(epq::quant::row_bytes(type, kCols));
   const int64_t rows = static_cast<int64_t>(kWeightBytes / row_bytes);
   epq::Buffer weights(static_cast<size_t>(rows) * row_bytes);
-  {
-    // Quantize one block of random rows and tile it: content does not change speed.
-    std::mt19937 rng(1);
-    std::normal_distribution<float> normal(0, 1);
-    std::vector<float> x(kCols * 64);
-    for (float& v : x) v = normal(rng);
-    std::vector<uint8_t> tile(row_bytes * 64);
-    epq::quant::quantize_row(type, x.data(), tile.data(), kCols * 64);
-    for (int64_t r = 0; r < rows; r += 64) {
-      std::memcpy(weights.data() + static_cast<size_t>(r) * row_bytes, tile.data(), std::min<size_t>(64, static_cast<size_t>(rows - r)) * row_bytes);
-    }
+  const std::vector<uint8_t> tile = random_weights(type, 64, kCols);  // tiled: content does not change speed
+  for (int64_t r = 0; r < rows; r += 64) {
+    std::memcpy(weights.data() + static_cast<size_t>(r) * row_bytes, tile.data(), std::min<size_t>(64, static_cast<size_t>(rows - r)) * row_bytes);
   }
   std::vector<float> x(kCols, 0.5f), out(static_cast<size_t>(rows));
   const epq::quant::ActFormat f = epq::quant::activation_format(type);
@@ -101,6 +108,32 @@ void BM_Matvec(benchmark::State& state, Type type) {
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
 }
 
+void BM_Matmul(benchmark::State& state, Type type) {
+  constexpr int64_t kRows = 768, kIn = 2048;  // an expert's gate or up matrix in Qwen3-30B-A3B
+  const int64_t tokens = state.range(0);
+  const std::vector<uint8_t> weights = random_weights(type, kRows, kIn);
+  const epq::quant::ActFormat f = epq::quant::activation_format(type);
+  const size_t act_stride = epq::quant::activation_bytes(f, kIn);
+  std::vector<uint8_t> act(act_stride * static_cast<size_t>(tokens));
+  std::vector<float> x(kIn);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> normal(0, 1);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (float& v : x) v = normal(rng);
+    epq::quant::quantize_activation(f, x.data(), act.data() + static_cast<size_t>(t) * act_stride, kIn);
+  }
+  std::vector<float> out(static_cast<size_t>(kRows * tokens));
+  const epq::Matrix w{type, weights.data(), kRows, kIn, static_cast<size_t>(epq::quant::row_bytes(type, kIn))};
+  epq::ThreadPool pool(1);
+  const epq::MatmulJob job{&w, act.data(), act_stride, tokens, out.data(), static_cast<size_t>(kRows)};
+  for (auto _ : state) {
+    epq::run_matmuls(pool, {&job, 1});
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double macs = static_cast<double>(kRows * kIn * tokens) * static_cast<double>(state.iterations());
+  state.counters["GMAC/s"] = benchmark::Counter(macs / 1e9, benchmark::Counter::kIsRate);
+}
+
 void register_all() {
   const int all = epq::physical_core_count();
   benchmark::RegisterBenchmark("ReadBandwidth", BM_ReadBandwidth)->Arg(1)->Arg(all)->UseManualTime()->Iterations(1);
@@ -110,6 +143,15 @@ void register_all() {
         ->Arg(1)
         ->Arg(all)
         ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
+  for (Type t : {Type::Q4_K, Type::Q6_K, Type::Q8_0, Type::Q5_K, Type::Q3_K}) {
+    benchmark::RegisterBenchmark((std::string("Matmul/") + epq::quant::name(t)).c_str(), BM_Matmul, t)
+        ->ArgName("tokens")
+        ->Arg(1)
+        ->Arg(8)
+        ->Arg(64)
+        ->Unit(benchmark::kMicrosecond)
         ->UseRealTime();
   }
 }

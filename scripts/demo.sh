@@ -6,7 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=models/small.gguf
-prompt="The river ran past the old mill and under the stone bridge, where the children"
+prompt="The river ran past the old mill and under the stone bridge, where the children of the village used to gather \
+in the long summer evenings. They counted the rings that the fish left on the water, told stories about the miller's \
+daughter, and argued about whether the bridge was older than the church."
 mkdir -p models
 if [ ! -f "$model" ]; then
   ./build/epq synth --preset small --zipf 1.0 -o "$model"

@@ -51,6 +51,7 @@ void run(RunArgs& a) {
     return true;
   });
   fmt::print("\n");
+  std::fflush(stdout);  // the text ends before the report on stderr begins
   const int n_gen = static_cast<int>(r.tokens.size());
   const ProcessMemory mem = read_process_memory();
   fmt::print(stderr,

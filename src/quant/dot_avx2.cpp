@@ -198,18 +198,14 @@ struct DotQ45K {
           sum[c] = _mm256_add_epi32(sum[c], _mm256_add_epi32(p_lo, p_hi));
         }
       }
-      uint32_t d_dmin;
-      std::memcpy(&d_dmin, &x.d, 4);
-      const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(d_dmin)));  // d, dmin
-      const __m128i mins = _mm256_extracti128_si256(scales_mins, 1);
+      // acc += a.d * (d * sum - dmin * sum over sub-blocks j of min[j] * (bsums[2j] + bsums[2j+1]))
+      const __m256i mins = _mm256_cvtepu16_epi32(_mm256_extracti128_si256(scales_mins, 1));
+      const __m256i mins_paired = _mm256_or_si256(mins, _mm256_slli_epi32(mins, 16));  // min[j] in words 2j, 2j+1
+      const __m256 d = _mm256_set1_ps(f16_to_f32(x.d)), dmin = _mm256_set1_ps(f16_to_f32(x.dmin));
       for (int c = 0; c < C; ++c) {
-        const __m128 dm_a = _mm_mul_ps(dm, _mm_set1_ps(a[c][b].d));
-        acc[c] = _mm256_fmadd_ps(_mm256_broadcastss_ps(dm_a), _mm256_cvtepi32_ps(sum[c]), acc[c]);
-        // minus dmin * sum over sub-blocks j of min[j] * (bsums[2j] + bsums[2j+1])
-        const __m256i bsums = load256(a[c][b].bsums);
-        const __m128i pair_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
-        const __m256i min_sum = _mm256_zextsi128_si256(_mm_madd_epi16(mins, pair_sums));
-        acc[c] = _mm256_fnmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dm_a)), _mm256_cvtepi32_ps(min_sum), acc[c]);
+        const __m256i min_sum = _mm256_madd_epi16(mins_paired, load256(a[c][b].bsums));
+        const __m256 block = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(min_sum), _mm256_mul_ps(d, _mm256_cvtepi32_ps(sum[c])));
+        acc[c] = _mm256_fmadd_ps(_mm256_broadcast_ss(&a[c][b].d), block, acc[c]);
       }
     }
     for (int c = 0; c < C; ++c) out[c] = hsum(acc[c]);
