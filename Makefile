@@ -2,7 +2,7 @@
 #   make            build epq (Release) into build/
 #   make test       build, run every test, then rebuild the unit tests with ASan/UBSan and run them
 #   make demo       synthesize the `small` model into models/ and run it
-#   make bench      kernel benchmarks (see docs/)
+#   make bench      kernel benchmarks (docs/PERFORMANCE.md); scripts/bench_results.sh for the rest
 #   make fuzz       fuzz the GGUF parser for 5 minutes (clang + libFuzzer)
 
 JOBS ?= $(shell nproc)
@@ -32,7 +32,7 @@ demo: build
 	./scripts/demo.sh
 
 bench: build
-	./scripts/bench_kernels.sh
+	./build/bench/epq_kernel_bench --benchmark_min_time=1
 
 fuzz:
 	./scripts/fuzz.sh 300
