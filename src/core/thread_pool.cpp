@@ -76,7 +76,11 @@ void ThreadPool::worker_loop(int thread) {
       if (++spins < kSpinIterations) {
         _mm_pause();
       } else {
+        // seq_cst on both sides: either run() sees this worker asleep and wakes it, or
+        // wait() sees the new generation and returns at once.
+        sleeping_workers_.fetch_add(1);
         generation_.wait(seen);
+        sleeping_workers_.fetch_sub(1);
       }
     }
     seen = generation_.load(std::memory_order_acquire);
@@ -96,8 +100,8 @@ void ThreadPool::run(int64_t n_tasks, const Task& task) {
   n_tasks_ = n_tasks;
   next_task_.store(0, std::memory_order_relaxed);
   busy_workers_.store(n_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_release);
-  generation_.notify_all();
+  generation_.fetch_add(1);
+  if (sleeping_workers_.load() != 0) generation_.notify_all();
   drain(0);
   while (busy_workers_.load(std::memory_order_acquire) != 0) _mm_pause();
   task_ = nullptr;

@@ -41,6 +41,7 @@ class ThreadPool {
   std::atomic<int64_t> next_task_{0};
   std::atomic<uint32_t> generation_{0};
   std::atomic<int> busy_workers_{0};
+  std::atomic<int> sleeping_workers_{0};  // workers in generation_.wait(): only then is a wake-up syscall needed
   std::atomic<bool> stop_{false};
 };
 
