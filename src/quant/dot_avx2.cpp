@@ -162,53 +162,107 @@ inline __m256i k4_scales_and_mins(const uint8_t* packed) {
   return _mm256_cvtepu8_epi16(_mm_blend_epi32(low6, _mm_or_si128(low4, high_bits), 0b1010));
 }
 
+// The same for two blocks at once: 16 bytes per 128-bit half (scales then mins, as bytes),
+// block p in the low half and block q in the high half.
+inline __m256i k4_scales_and_mins_x2(const uint8_t* p, const uint8_t* q) {
+  const __m256i raw = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(q), reinterpret_cast<const __m128i*>(p));
+  const __m256i u0u0u1u1 = _mm256_shuffle_epi32(raw, _MM_SHUFFLE(1, 1, 0, 0));
+  const __m256i u2 = _mm256_shuffle_epi32(raw, _MM_SHUFFLE(2, 2, 2, 2));
+  const __m256i low6 = _mm256_and_si256(u0u0u1u1, _mm256_set1_epi32(0x3f3f3f3f));
+  const __m256i high_bits = _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0u0u1u1, 6), _mm256_set1_epi32(0x03030303)), 4);
+  const __m256i low4 = _mm256_and_si256(_mm256_srlv_epi32(u2, _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4)), _mm256_set1_epi32(0x0f0f0f0f));
+  return _mm256_blend_epi32(low6, _mm256_or_si256(low4, high_bits), 0b10101010);
+}
+
 template <bool kFive>
 struct DotQ45K {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
-  // One float accumulator per column (scales and mins both fold into it), so that four
-  // columns fit the 16 vector registers with the decoded chunk.
+
+  // sum[c] = sum over sub-blocks j of scale[j] * (codes_j . a[c][b].qs_j), 8 int32 lanes
+  // to be added; scales holds the eight 6-bit scales in both 128-bit halves.
+  template <int C>
+  static void scaled_sums(const Block& x, __m256i scales, const BlockQ8_K* const* a, int64_t b, __m256i* sum) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      const __m256i bits = load256(x.qs + 32 * j);
+      __m256i lo = _mm256_and_si256(bits, m4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+      if constexpr (kFive) {
+        const __m256i high = load256(x.qh);
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(bit_of_bytes(high, 2 * j), 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(bit_of_bytes(high, 2 * j + 1), 4));
+      }
+      const __m256i s_lo = _mm256_shuffle_epi8(scales, load256(kBroadcastWord[2 * j]));
+      const __m256i s_hi = _mm256_shuffle_epi8(scales, load256(kBroadcastWord[2 * j + 1]));
+      for (int c = 0; c < C; ++c) {
+        const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(a[c][b].qs + 64 * j)), s_lo);
+        const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(a[c][b].qs + 64 * j + 32)), s_hi);
+        sum[c] = _mm256_add_epi32(sum[c], _mm256_add_epi32(p_lo, p_hi));
+      }
+    }
+  }
+
+  // 8 int32 lanes to be added: sum over sub-blocks j of min[j] * (bsums[2j] + bsums[2j+1]).
+  static __m256i min_sums(__m128i mins8x16, const BlockQ8_K& a) {
+    const __m256i mins = _mm256_cvtepu16_epi32(mins8x16);
+    const __m256i mins_paired = _mm256_or_si256(mins, _mm256_slli_epi32(mins, 16));  // min[j] in words 2j, 2j+1
+    return _mm256_madd_epi16(mins_paired, load256(a.bsums));
+  }
+
+  // Several columns: one float accumulator per column,
+  // acc += a.d * (d * scaled_sums - dmin * min_sums).
   template <int C>
   static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
     const auto* wb = static_cast<const Block*>(w);
     const BlockQ8_K* a[C];
     __m256 acc[C];
     for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int64_t b = 0; b < n / 256; ++b) {
+    int64_t b = 0;
+    if constexpr (C == 1) b = run_pairs(n / 256, wb, a[0], acc[0]);
+    for (; b < n / 256; ++b) {
       prefetch_ahead(wb + b);
       const Block& x = wb[b];
       const __m256i scales_mins = k4_scales_and_mins(x.scales);
-      const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(scales_mins));
       __m256i sum[C];
-      for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
-      for (int j = 0; j < 4; ++j) {
-        const __m256i bits = load256(x.qs + 32 * j);
-        __m256i lo = _mm256_and_si256(bits, m4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-        if constexpr (kFive) {
-          const __m256i high = load256(x.qh);
-          lo = _mm256_or_si256(lo, _mm256_slli_epi16(bit_of_bytes(high, 2 * j), 4));
-          hi = _mm256_or_si256(hi, _mm256_slli_epi16(bit_of_bytes(high, 2 * j + 1), 4));
-        }
-        const __m256i s_lo = _mm256_shuffle_epi8(scales, load256(kBroadcastWord[2 * j]));
-        const __m256i s_hi = _mm256_shuffle_epi8(scales, load256(kBroadcastWord[2 * j + 1]));
-        for (int c = 0; c < C; ++c) {
-          const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(a[c][b].qs + 64 * j)), s_lo);
-          const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(a[c][b].qs + 64 * j + 32)), s_hi);
-          sum[c] = _mm256_add_epi32(sum[c], _mm256_add_epi32(p_lo, p_hi));
-        }
-      }
-      // acc += a.d * (d * sum - dmin * sum over sub-blocks j of min[j] * (bsums[2j] + bsums[2j+1]))
-      const __m256i mins = _mm256_cvtepu16_epi32(_mm256_extracti128_si256(scales_mins, 1));
-      const __m256i mins_paired = _mm256_or_si256(mins, _mm256_slli_epi32(mins, 16));  // min[j] in words 2j, 2j+1
+      scaled_sums<C>(x, _mm256_broadcastsi128_si256(_mm256_castsi256_si128(scales_mins)), a, b, sum);
       const __m256 d = _mm256_set1_ps(f16_to_f32(x.d)), dmin = _mm256_set1_ps(f16_to_f32(x.dmin));
       for (int c = 0; c < C; ++c) {
-        const __m256i min_sum = _mm256_madd_epi16(mins_paired, load256(a[c][b].bsums));
+        const __m256i min_sum = min_sums(_mm256_extracti128_si256(scales_mins, 1), a[c][b]);
         const __m256 block = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(min_sum), _mm256_mul_ps(d, _mm256_cvtepi32_ps(sum[c])));
         acc[c] = _mm256_fmadd_ps(_mm256_broadcast_ss(&a[c][b].d), block, acc[c]);
       }
     }
     for (int c = 0; c < C; ++c) out[c] = hsum(acc[c]);
+  }
+
+  // One column (decode), two blocks at a time: their scales are unpacked together and
+  // their four lane sums (scaled, mins) reduced with horizontal adds into one vector
+  // that a single FMA scales by [d0*a0.d, -dmin0*a0.d, d1*a1.d, -dmin1*a1.d]. Decode is
+  // bound by instructions per block here, not by memory. Returns the blocks done.
+  static int64_t run_pairs(int64_t n_blocks, const Block* wb, const BlockQ8_K* a, __m256& acc) {
+    int64_t b = 0;
+    for (; b + 2 <= n_blocks; b += 2) {
+      prefetch_ahead(wb + b);
+      prefetch_ahead(wb + b + 1);
+      const __m256i scales_mins = k4_scales_and_mins_x2(wb[b].scales, wb[b + 1].scales);  // block b low, b+1 high
+      __m256i sum[2], min_sum[2];
+      for (int k = 0; k < 2; ++k) {
+        const __m256i sm = _mm256_cvtepu8_epi16(k == 0 ? _mm256_castsi256_si128(scales_mins) : _mm256_extracti128_si256(scales_mins, 1));
+        scaled_sums<1>(wb[b + k], _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm)), &a, b + k, &sum[k]);
+        min_sum[k] = min_sums(_mm256_extracti128_si256(sm, 1), a[b + k]);
+      }
+      // Lanes [S0 M0 S1 M1] in each half (partial sums of the two halves).
+      const __m256i sums = _mm256_hadd_epi32(_mm256_hadd_epi32(sum[0], min_sum[0]), _mm256_hadd_epi32(sum[1], min_sum[1]));
+      uint32_t dm0, dm1;
+      std::memcpy(&dm0, &wb[b].d, 4);
+      std::memcpy(&dm1, &wb[b + 1].d, 4);
+      const __m128 dm = _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(dm0)), static_cast<int>(dm1), 1));
+      const __m128 ad = _mm_movelh_ps(_mm_set1_ps(a[b].d), _mm_set1_ps(a[b + 1].d));
+      const __m128 scale = _mm_xor_ps(_mm_mul_ps(dm, ad), _mm_setr_ps(0.0f, -0.0f, 0.0f, -0.0f));
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set_m128(scale, scale), acc);
+    }
+    return b;
   }
 };
 
