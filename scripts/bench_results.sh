@@ -23,6 +23,13 @@ cat "$model" > /dev/null
 $epq bench -m "$model" --budgets ram --runs 3 -p "$prompt" -n 32 --ctx 2048 --no-probe -q --json "$out/ram_short.json" | tee "$out/ram_short.md"
 $epq bench -m "$model" --budgets ram --runs 3 -p "$long_prompt" -n 32 --ctx 2048 --no-probe -q --json "$out/ram_long.json" | tee "$out/ram_long.md"
 
+# A long prompt at 4 GiB, cold, with 64 and 256 tokens per forward pass (needs root).
+for batch in 64 256; do
+  sync && echo 3 > /proc/sys/vm/drop_caches
+  echo "--batch $batch"
+  $epq limit --memory 4G -- $epq run -m "$model" --ram-budget 4G --ctx 2048 --batch "$batch" -p "$long_prompt" -n 8 --temp 0 2>&1 >/dev/null
+done | tee "$out/paged_prompt_batch.txt"
+
 # The budget sweep, cold, 3 runs each.
 $epq bench -m "$model" --budgets 2G,4G,8G,16G,all,ram --runs 3 --cold -p "$prompt" -n 32 --ctx 2048 -q \
   --json "$out/sweep.json" --svg "$out/sweep.svg" | tee "$out/sweep.md"
