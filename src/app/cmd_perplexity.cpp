@@ -70,6 +70,7 @@ void run(PerplexityArgs& a) {
     fail("the text has {} tokens; chunked perplexity needs at least --ctx ({}) tokens", n_tokens, ctx);
   }
 
+  a.engine.all_logits = true;
   runtime::Engine engine(a.engine);
   runtime::Session session(engine);
   const int32_t n_vocab = engine.info().n_vocab;

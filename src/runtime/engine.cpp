@@ -43,7 +43,7 @@ Engine::Engine(const EngineOptions& options)
   } else {
     const models::ModelInfo info = models::read_model_info(file_, model_options);
     file_.unmap();  // from here on, weights come only through direct reads
-    plan_ = plan_memory_now(file_, info, model_options, {*options_.ram_budget, options_.n_ctx, options_.n_batch, options_.n_threads, options_.io, 0, options_.reserved_bytes});
+    plan_ = plan_memory_now(file_, info, model_options, {*options_.ram_budget, options_.n_ctx, options_.n_batch, options_.n_threads, options_.io, 0, options_.reserved_bytes, options_.all_logits});
     if (!plan_->feasible) fail("{}", plan_->refusal());
     source_ = std::make_unique<pager::ModelFile>(options_.model_path, options_.io.force_buffered);
     resident_ = std::make_unique<ResidentLoader>(file_, *source_);

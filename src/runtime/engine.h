@@ -36,6 +36,7 @@ struct EngineOptions {
   std::string stats_file;
   bool quiet = false;  // no notes on stderr
   uint64_t reserved_bytes = 0;  // budget kept for the caller (e.g. the HTTP server's threads)
+  bool all_logits = false;  // the logits of every prompt position are wanted (perplexity)
 };
 
 class Engine {

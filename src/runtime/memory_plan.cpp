@@ -37,7 +37,7 @@ MemoryPlan plan_memory(const gguf::File& file, const models::ModelInfo& info, co
       {"process (code, libraries, metadata, tokenizer)", (in.process_bytes + (1 << 20) - 1) / (1 << 20) * (1 << 20) + kProcessMargin},
       {"resident weights", resident_bytes(file)},
       {"KV cache and compute scratch", models::forward_state_bytes(file, model_options, in.n_ctx, in.n_batch, in.n_threads)},
-      {"logits", Session::logits_bytes(info.n_vocab, in.n_batch)},
+      {"logits", Session::logits_bytes(info.n_vocab, in.all_logits ? in.n_batch : 0)},
       {"thread stacks", static_cast<uint64_t>(std::max(0, in.n_threads - 1)) * ThreadPool::kWorkerStackBytes},
       {"I/O engine", pager::IoEngine::memory_bytes(in.io)},
       {"pager tables", max_slots * 128 + info.experts.size() * static_cast<uint64_t>(info.n_expert) * 4},

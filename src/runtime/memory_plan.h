@@ -21,6 +21,7 @@ struct PlanInput {
   pager::IoOptions io;
   uint64_t process_bytes = 0;  // measured peak RSS of the process so far
   uint64_t reserved_bytes = 0;  // kept for the caller (an HTTP server's threads and buffers)
+  bool all_logits = false;  // a batch of logits rows is kept (EngineOptions::all_logits)
 };
 
 struct LedgerLine {

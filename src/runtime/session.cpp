@@ -7,16 +7,18 @@
 
 namespace epq::runtime {
 
-uint64_t Session::logits_bytes(int n_vocab, int n_batch) {
+uint64_t Session::logits_bytes(int n_vocab, int batch_rows) {
   return Buffer::footprint(static_cast<size_t>(n_vocab) * sizeof(float)) +
-         Buffer::footprint(static_cast<size_t>(n_batch) * static_cast<size_t>(n_vocab) * sizeof(float));
+         Buffer::footprint(static_cast<size_t>(batch_rows) * static_cast<size_t>(n_vocab) * sizeof(float));
 }
 
 Session::Session(Engine& engine)
     : engine_(engine),
       state_(engine.new_state()),
       last_logits_(static_cast<size_t>(engine.info().n_vocab) * sizeof(float)),
-      batch_logits_(static_cast<size_t>(engine.options().n_batch) * static_cast<size_t>(engine.info().n_vocab) * sizeof(float)) {}
+      batch_logits_(engine.options().all_logits
+                        ? static_cast<size_t>(engine.options().n_batch) * static_cast<size_t>(engine.info().n_vocab) * sizeof(float)
+                        : 0) {}
 
 void Session::run(std::span<const int32_t> tokens, const std::function<void(size_t, const float*)>* on_logits) {
   if (tokens.empty()) return;
@@ -49,6 +51,7 @@ const float* Session::eval(std::span<const int32_t> tokens) {
 }
 
 void Session::eval_each(std::span<const int32_t> tokens, const std::function<void(size_t, const float*)>& on_logits) {
+  if (batch_logits_.size() == 0) fail("internal: eval_each needs an engine made with all_logits");
   run(tokens, &on_logits);
 }
 

@@ -28,6 +28,7 @@ class Session {
   // Evaluates tokens after the current ones. Returns the logits of the last token.
   const float* eval(std::span<const int32_t> tokens);
   // Evaluates tokens and hands the logits of each one, in order, to on_logits(i, logits).
+  // Needs an engine made with EngineOptions::all_logits.
   void eval_each(std::span<const int32_t> tokens, const std::function<void(size_t, const float*)>& on_logits);
 
   const std::vector<int32_t>& tokens() const { return tokens_; }
@@ -38,8 +39,9 @@ class Session {
   const EvalStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
 
-  // Bytes of the logits buffers a session allocates (for the memory plan).
-  static uint64_t logits_bytes(int n_vocab, int n_batch);
+  // Bytes of the logits buffers a session allocates (for the memory plan): the last
+  // token's, and batch_rows more rows (n_batch with all_logits, else 0).
+  static uint64_t logits_bytes(int n_vocab, int batch_rows);
 
  private:
   void run(std::span<const int32_t> tokens, const std::function<void(size_t, const float*)>* on_logits);
@@ -48,7 +50,7 @@ class Session {
   std::unique_ptr<models::ForwardState> state_;
   std::vector<int32_t> tokens_;
   Buffer last_logits_;   // n_vocab floats
-  Buffer batch_logits_;  // n_batch * n_vocab floats
+  Buffer batch_logits_;  // n_batch * n_vocab floats, only with EngineOptions::all_logits
   EvalStats stats_;
 };
 
