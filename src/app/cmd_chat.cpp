@@ -43,6 +43,13 @@ void run(ChatArgs& a) {
     messages.push_back({{"role", "user"}, {"content", line}});
     // Re-render the conversation; evaluate only what the session does not hold yet.
     const std::vector<int32_t> ids = tok.encode_prompt(chat_template.render(messages, nullptr, true), true);
+    if (static_cast<int64_t>(ids.size()) >= session.n_ctx()) {
+      // Keep the conversation so far; the user decides whether to start over.
+      fmt::print(stderr, "epq chat: the conversation would be {} tokens, more than --ctx {} holds; /reset starts over\n", ids.size(),
+                 session.n_ctx());
+      messages.erase(messages.end() - 1);
+      continue;
+    }
     size_t common = 0;
     while (common < ids.size() && common < session.tokens().size() && ids[common] == session.tokens()[common]) ++common;
     if (common == ids.size()) --common;  // always evaluate at least one token

@@ -28,6 +28,20 @@ class Chat(unittest.TestCase):
         # /reset starts the same conversation over, so the first reply comes twice.
         self.assertEqual(proc.stdout, first + first + second)
 
+    def test_a_message_past_the_context_is_refused_and_the_chat_goes_on(self):
+        model = harness.synth("chat.gguf", "--preset", "tiny", "--seed", "5")
+        greedy = ["--temp", "0", "-n", "4", "-t", "2"]
+        long_line = "words " * 200
+        proc = run("chat", "-m", model, "--ctx", "64", *greedy, input=f"hello\n{long_line}\n2+2\n")
+        self.assertIn("more than --ctx 64 holds; /reset starts over", proc.stderr)
+        # The refused message is not part of the conversation: the third reply is the
+        # one for hello, then 2+2.
+        turns = [("user", "hello")]
+        first = run("run", "-m", model, "--ctx", "64", "-p", chatml(turns), *greedy).stdout
+        turns += [("assistant", first[:-1]), ("user", "2+2")]
+        second = run("run", "-m", model, "--ctx", "64", "-p", chatml(turns), *greedy).stdout
+        self.assertEqual(proc.stdout, first + second)
+
     def test_slash_exit_stops_before_later_lines(self):
         model = harness.synth("chat.gguf", "--preset", "tiny", "--seed", "5")
         proc = run("chat", "-m", model, "--temp", "0", "-n", "4", input="/exit\nhello\n")
