@@ -408,11 +408,14 @@ struct DotIQ4XS {
       __m256i sum[C];
       for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
       for (int s = 0; s < 8; ++s) {
+        // The scale in scalar code: the integer units are idle, the vector units are not.
         const int ls = (((x.scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((x.scales_h >> (2 * s)) & 3) << 4)) - 32;
         const __m256i q = lookup16(kIQ4NLValues, nibbles32(x.qs + 16 * s));
-        const __m256i scale = _mm256_set1_epi32(ls);
+        const __m256i q_abs = _mm256_sign_epi8(q, q);
+        const __m256i scale = _mm256_set1_epi16(static_cast<int16_t>(ls));  // applied while widening the pair sums
         for (int c = 0; c < C; ++c) {
-          sum[c] = _mm256_add_epi32(sum[c], _mm256_mullo_epi32(dot_i8_i8(q, load256(a[c][b].qs + 32 * s)), scale));
+          const __m256i pairs = _mm256_maddubs_epi16(q_abs, _mm256_sign_epi8(load256(a[c][b].qs + 32 * s), q));
+          sum[c] = _mm256_add_epi32(sum[c], _mm256_madd_epi16(pairs, scale));
         }
       }
       const float d = f16_to_f32(x.d);
