@@ -50,12 +50,7 @@ void run(ChatArgs& a) {
       messages.erase(messages.end() - 1);
       continue;
     }
-    size_t common = 0;
-    while (common < ids.size() && common < session.tokens().size() && ids[common] == session.tokens()[common]) ++common;
-    if (common == ids.size()) --common;  // always evaluate at least one token
-    session.truncate(static_cast<int32_t>(common));
-    const std::span<const int32_t> fresh(ids.data() + common, ids.size() - common);
-    const auto r = runtime::generate(session, tok, fresh, a.gen, [](std::string_view piece) {
+    const auto r = runtime::generate(session, tok, session.reuse_prefix(ids), a.gen, [](std::string_view piece) {
       fmt::print("{}", piece);
       std::fflush(stdout);
       return true;

@@ -315,15 +315,17 @@ void Qwen3Moe::moe_block(State& s, const LayerWeights& L, int layer, ExpertSourc
 
   const ExpertLayout& layout = info_.experts[static_cast<size_t>(layer)];
   const quant::ActFormat fmt[2] = {quant::activation_format(layout.gate.type), quant::activation_format(layout.up.type)};
-  Buffer* gathered[2] = {&s.gathered_gate, &s.gathered_up};
   const quant::ActFormat down_fmt = quant::activation_format(layout.down.type);
   const size_t in_stride[2] = {s.input.stride(fmt[0]), s.input.stride(fmt[1])};
   const size_t hid_stride = quant::activation_bytes(down_fmt, F);
-  // Each assignment's input row, gathered so an expert's tokens are contiguous.
-  for (int g = 0; g < 2; ++g) {
+  // Each assignment's input row, gathered so an expert's tokens are contiguous; once when
+  // gate and up read the same activation format (the usual case), else once for each.
+  const bool shared_input = fmt[1] == fmt[0];
+  uint8_t* gathered[2] = {s.gathered_gate.data(), shared_input ? s.gathered_gate.data() : s.gathered_up.data()};
+  for (int g = 0; g < (shared_input ? 1 : 2); ++g) {
     const uint8_t* src = s.input.data(fmt[g]);
     for (size_t a = 0; a < assignments.size(); ++a) {
-      std::copy_n(src + static_cast<size_t>(assignments[a].token) * in_stride[g], in_stride[g], gathered[g]->data() + a * in_stride[g]);
+      std::copy_n(src + static_cast<size_t>(assignments[a].token) * in_stride[g], in_stride[g], gathered[g] + a * in_stride[g]);
     }
   }
 
@@ -339,8 +341,8 @@ void Qwen3Moe::moe_block(State& s, const LayerWeights& L, int layer, ExpertSourc
     for (const ReadyExpert& r : ready) {
       const size_t a0 = static_cast<size_t>(begin[static_cast<size_t>(r.index)]);
       const int64_t n = begin[static_cast<size_t>(r.index) + 1] - static_cast<int64_t>(a0);
-      jobs.push_back({&r.gate, s.gathered_gate.data() + a0 * in_stride[0], in_stride[0], n, s.gate_out.as<float>() + a0 * F, static_cast<size_t>(F)});
-      jobs.push_back({&r.up, s.gathered_up.data() + a0 * in_stride[1], in_stride[1], n, s.up_out.as<float>() + a0 * F, static_cast<size_t>(F)});
+      jobs.push_back({&r.gate, gathered[0] + a0 * in_stride[0], in_stride[0], n, s.gate_out.as<float>() + a0 * F, static_cast<size_t>(F)});
+      jobs.push_back({&r.up, gathered[1] + a0 * in_stride[1], in_stride[1], n, s.up_out.as<float>() + a0 * F, static_cast<size_t>(F)});
     }
     run_matmuls(pool, jobs);
     jobs.clear();

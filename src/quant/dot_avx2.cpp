@@ -152,22 +152,12 @@ alignas(32) constexpr uint8_t kBroadcastWord[8][32] = {
 #undef EPQ_WORD
 };
 
-// Q4_K/Q5_K scales: the 12 packed bytes to 16 int16 lanes, eight 6-bit scales then eight
-// 6-bit mins (see unpack_scale_min_k4), computed on 32-bit lanes [u0 u1 u2]:
+// Q4_K/Q5_K scales of two blocks (p, q): each block's 12 packed bytes to 16 bytes, eight
+// 6-bit scales then eight 6-bit mins (see unpack_scale_min_k4), block p in the low
+// 128-bit half and q in the high half. Computed on 32-bit lanes [u0 u1 u2] of each block:
 //   scales 0-3: u0 & 0x3f..   scales 4-7: (u2 & 0x0f..) | ((u0 >> 6) & 0x03..) << 4
 //   mins 0-3:   u1 & 0x3f..   mins 4-7:   ((u2 >> 4) & 0x0f..) | ((u1 >> 6) & 0x03..) << 4
-inline __m256i k4_scales_and_mins(const uint8_t* packed) {
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));  // 4 bytes past the 12 are ignored
-  const __m128i u0u0u1u1 = _mm_shuffle_epi32(raw, _MM_SHUFFLE(1, 1, 0, 0));
-  const __m128i u2 = _mm_shuffle_epi32(raw, _MM_SHUFFLE(2, 2, 2, 2));
-  const __m128i low6 = _mm_and_si128(u0u0u1u1, _mm_set1_epi32(0x3f3f3f3f));
-  const __m128i high_bits = _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(u0u0u1u1, 6), _mm_set1_epi32(0x03030303)), 4);
-  const __m128i low4 = _mm_and_si128(_mm_srlv_epi32(u2, _mm_setr_epi32(0, 0, 0, 4)), _mm_set1_epi32(0x0f0f0f0f));
-  return _mm256_cvtepu8_epi16(_mm_blend_epi32(low6, _mm_or_si128(low4, high_bits), 0b1010));
-}
-
-// The same for two blocks at once: 16 bytes per 128-bit half (scales then mins, as bytes),
-// block p in the low half and block q in the high half.
+// (16-byte loads: the 4 bytes past the 12 are ignored.)
 inline __m256i k4_scales_and_mins_x2(const uint8_t* p, const uint8_t* q) {
   const __m256i raw = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(q), reinterpret_cast<const __m128i*>(p));
   const __m256i u0u0u1u1 = _mm256_shuffle_epi32(raw, _MM_SHUFFLE(1, 1, 0, 0));
@@ -176,6 +166,11 @@ inline __m256i k4_scales_and_mins_x2(const uint8_t* p, const uint8_t* q) {
   const __m256i high_bits = _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0u0u1u1, 6), _mm256_set1_epi32(0x03030303)), 4);
   const __m256i low4 = _mm256_and_si256(_mm256_srlv_epi32(u2, _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4)), _mm256_set1_epi32(0x0f0f0f0f));
   return _mm256_blend_epi32(low6, _mm256_or_si256(low4, high_bits), 0b10101010);
+}
+
+// One block's scales then mins as 16 int16 lanes.
+inline __m256i k4_scales_and_mins(const uint8_t* packed) {
+  return _mm256_cvtepu8_epi16(_mm256_castsi256_si128(k4_scales_and_mins_x2(packed, packed)));
 }
 
 template <bool kFive>

@@ -55,6 +55,14 @@ void Session::eval_each(std::span<const int32_t> tokens, const std::function<voi
   run(tokens, &on_logits);
 }
 
+std::span<const int32_t> Session::reuse_prefix(std::span<const int32_t> prompt) {
+  size_t common = 0;
+  while (common < tokens_.size() && common < prompt.size() && tokens_[common] == prompt[common]) ++common;
+  if (common == prompt.size() && common > 0) --common;
+  truncate(static_cast<int32_t>(common));
+  return prompt.subspan(common);
+}
+
 void Session::truncate(int32_t n) {
   if (n < 0 || n > position()) fail("internal: cannot truncate to {} of {} tokens", n, position());
   tokens_.resize(static_cast<size_t>(n));

@@ -36,6 +36,10 @@ class Session {
   int32_t n_ctx() const { return state_->n_ctx(); }
   // Forgets tokens after position n (their KV entries are overwritten later).
   void truncate(int32_t n);
+  // Keeps the longest prefix of the held tokens that prompt starts with (the KV cache of
+  // an earlier turn or request), but never all of prompt, and returns the rest of prompt:
+  // the tokens still to evaluate, at least one when prompt is not empty.
+  std::span<const int32_t> reuse_prefix(std::span<const int32_t> prompt);
   const EvalStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
 

@@ -60,13 +60,7 @@ void GenerationQueue::worker() {
     }
     if (!job->cancelled) {
       try {
-        // Keep the KV cache of the longest common prefix; evaluate at least one token.
-        const auto& held = session_.tokens();
-        size_t common = 0;
-        while (common < held.size() && common < job->prompt.size() && held[common] == job->prompt[common]) ++common;
-        if (common == job->prompt.size() && common > 0) --common;
-        session_.truncate(static_cast<int32_t>(common));
-        const std::span<const int32_t> fresh(job->prompt.data() + common, job->prompt.size() - common);
+        const std::span<const int32_t> fresh = session_.reuse_prefix(job->prompt);
         job->result = runtime::generate(session_, engine_.tokenizer(), fresh, job->options, [&](std::string_view piece) {
           return !job->cancelled && job->on_text(piece);
         });

@@ -48,6 +48,10 @@ struct EventStream {
   }
 };
 
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 std::string sse(const json& j) { return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"; }
 
 class Server {
@@ -142,7 +146,7 @@ class Server {
       job->prompt = tokenize_prompt(r, &opens_reasoning);
       job->options = r.generate;
       const Reply reply{fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", ++next_id_), options_.model_id,
-                        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
+                        unix_seconds(),
                         chat};
       if (r.stream) {
         stream(res, r, job, reply, opens_reasoning);
@@ -244,7 +248,7 @@ class Server {
   Metrics metrics_;
   httplib::Server http_;
   std::atomic<uint64_t> next_id_{0};
-  int64_t start_time_ = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  int64_t start_time_ = unix_seconds();
 };
 
 }  // namespace
