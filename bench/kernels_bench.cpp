@@ -5,6 +5,8 @@
 // - Matmul/TYPE/tokens:N: prompt processing's case, one expert-sized matrix (768 x 2048,
 //   cache-resident) times N token columns, measured in multiply-adds per second (GMAC/s):
 //   this is compute-bound, and shows how well a kernel amortizes decoding a weight block.
+// - Int8Peak: the ceiling for those kernels on one core, a loop of nothing but the
+//   vpmaddubsw + vpmaddwd + vpaddd sequence they use, on data in L1 (GMAC/s).
 //
 //   build/bench/epq_kernel_bench [--benchmark_filter=Q4_K] [--benchmark_min_time=1]
 #include <benchmark/benchmark.h>
@@ -134,6 +136,34 @@ void BM_Matmul(benchmark::State& state, Type type) {
   state.counters["GMAC/s"] = benchmark::Counter(macs / 1e9, benchmark::Counter::kIsRate);
 }
 
+void BM_Int8Peak(benchmark::State& state) {
+  alignas(32) static int8_t act[8][256];
+  alignas(32) static uint8_t weights[256];
+  for (int i = 0; i < 256; ++i) {
+    weights[i] = static_cast<uint8_t>(i & 15);
+    for (int c = 0; c < 8; ++c) act[c][i] = static_cast<int8_t>(i * 7 + c);
+  }
+  __m256i scale = _mm256_set1_epi16(3);
+  __m256i sum[8];
+  for (__m256i& v : sum) v = _mm256_setzero_si256();
+  int64_t blocks = 0;  // 256 elements x 8 columns each
+  for (auto _ : state) {
+    for (int rep = 0; rep < 1000; ++rep) {
+      for (int j = 0; j < 8; ++j) {  // one 256-element block against 8 columns
+        const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(weights + 32 * j));
+        for (int c = 0; c < 8; ++c) {
+          const __m256i a = _mm256_load_si256(reinterpret_cast<const __m256i*>(act[c] + 32 * j));
+          sum[c] = _mm256_add_epi32(sum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), scale));
+        }
+      }
+      __asm__ volatile("" : "+x"(scale));  // keeps the compiler from hoisting the loop body
+    }
+    blocks += 1000;
+  }
+  benchmark::DoNotOptimize(sum);
+  state.counters["GMAC/s"] = benchmark::Counter(static_cast<double>(blocks) * 256 * 8 / 1e9, benchmark::Counter::kIsRate);
+}
+
 void register_all() {
   const int all = epq::physical_core_count();
   benchmark::RegisterBenchmark("ReadBandwidth", BM_ReadBandwidth)->Arg(1)->Arg(all)->UseManualTime()->Iterations(1);
@@ -145,6 +175,7 @@ void register_all() {
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
   }
+  benchmark::RegisterBenchmark("Int8Peak", BM_Int8Peak)->Unit(benchmark::kMicrosecond)->UseRealTime();
   for (Type t : {Type::Q4_K, Type::Q6_K, Type::Q8_0, Type::Q5_K, Type::Q3_K}) {
     benchmark::RegisterBenchmark((std::string("Matmul/") + epq::quant::name(t)).c_str(), BM_Matmul, t)
         ->ArgName("tokens")
