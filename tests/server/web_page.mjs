@@ -1,6 +1,8 @@
 // Opens the web chat page in Debian's headless Chromium, sends a message and watches the
 // reply stream in.   node web_page.mjs URL
-// Prints JSON: the reply text and how many distinct lengths it had while streaming.
+// Prints JSON: the reply text and how many distinct lengths the page rendered for it. The
+// lengths are taken from DOM mutation records, not by polling, so a fast machine that
+// streams the whole reply between two polls still shows every step.
 import { chromium } from 'playwright-core';
 
 const [url] = process.argv.slice(2);
@@ -12,20 +14,27 @@ const browser = await chromium.launch({
 try {
   const page = await browser.newPage();
   await page.goto(url);
+  await page.evaluate(() => {
+    window.replyLengths = new Set();
+    new MutationObserver((records) => {
+      for (const record of records) {
+        if (!record.target.classList || !record.target.classList.contains('assistant')) continue;
+        for (const node of record.addedNodes) window.replyLengths.add(node.textContent.length);
+      }
+    }).observe(document.getElementById('log'), { childList: true, subtree: true });
+  });
   await page.fill('#input', 'Hello there, tell me a story.');
   await page.press('#input', 'Enter');
   const reply = page.locator('.msg.assistant').last();
-  const lengths = new Set();
   const deadline = Date.now() + 60000;
   for (;;) {
-    const text = await reply.textContent();
-    lengths.add(text.length);
     if ((await reply.getAttribute('data-state')) === 'done') break;
     if (Date.now() > deadline) throw new Error('no complete reply within 60 s');
     await page.waitForTimeout(5);
   }
   const errors = await page.locator('.msg.error').count();
-  console.log(JSON.stringify({ text: await reply.textContent(), lengths: lengths.size, errors,
+  const lengths = await page.evaluate(() => window.replyLengths.size);
+  console.log(JSON.stringify({ text: await reply.textContent(), lengths, errors,
                                user: await page.locator('.msg.user').last().textContent() }));
 } finally {
   await browser.close();
