@@ -1,7 +1,9 @@
 // Kernel benchmarks.
-// - Matvec/TYPE: matrix-vector products per weight type, measured as bytes of weights
-//   streamed per second, next to a STREAM-style read-bandwidth probe run in the same
-//   process (probe_GB/s, at the same thread count).
+// - Matvec/TYPE/THREADS/COLS: matrix-vector products per weight type, measured as bytes
+//   of weights streamed per second, next to a STREAM-style read-bandwidth probe run in
+//   the same process (probe_GB/s, at the same thread count). Rows of 4096 columns for
+//   every type; also 768 for the K-formats, the width of an expert's down projection in
+//   Qwen3-30B-A3B, where a row is only 3 blocks long.
 // - Matmul/TYPE/tokens:N: prompt processing's case, one expert-sized matrix (768 x 2048,
 //   cache-resident) times N token columns, measured in multiply-adds per second (GMAC/s):
 //   this is compute-bound, and shows how well a kernel amortizes decoding a weight block.
@@ -30,7 +32,6 @@ namespace {
 using epq::quant::Type;
 
 constexpr size_t kWeightBytes = size_t{512} << 20;  // far larger than any cache
-constexpr int64_t kCols = 4096;
 
 // Read bandwidth with n threads: each sums its share of a buffer with 256-bit loads.
 double probe_bandwidth(epq::ThreadPool& pool) {
@@ -86,18 +87,19 @@ std::vector<uint8_t> random_weights(Type type, int64_t rows, int64_t cols) {
 
 void BM_Matvec(benchmark::State& state, Type type) {
   const int threads = static_cast<int>(state.range(0));
-  const size_t row_bytes = static_cast<size_t>(epq::quant::row_bytes(type, kCols));
+  const int64_t cols = state.range(1);
+  const size_t row_bytes = static_cast<size_t>(epq::quant::row_bytes(type, cols));
   const int64_t rows = static_cast<int64_t>(kWeightBytes / row_bytes);
   epq::Buffer weights(static_cast<size_t>(rows) * row_bytes);
-  const std::vector<uint8_t> tile = random_weights(type, 64, kCols);  // tiled: content does not change speed
+  const std::vector<uint8_t> tile = random_weights(type, 64, cols);  // tiled: content does not change speed
   for (int64_t r = 0; r < rows; r += 64) {
     std::memcpy(weights.data() + static_cast<size_t>(r) * row_bytes, tile.data(), std::min<size_t>(64, static_cast<size_t>(rows - r)) * row_bytes);
   }
-  std::vector<float> x(kCols, 0.5f), out(static_cast<size_t>(rows));
+  std::vector<float> x(static_cast<size_t>(cols), 0.5f), out(static_cast<size_t>(rows));
   const epq::quant::ActFormat f = epq::quant::activation_format(type);
-  std::vector<uint8_t> act(epq::quant::activation_bytes(f, kCols));
-  epq::quant::quantize_activation(f, x.data(), act.data(), kCols);
-  const epq::Matrix w{type, weights.data(), rows, kCols, row_bytes};
+  std::vector<uint8_t> act(epq::quant::activation_bytes(f, cols));
+  epq::quant::quantize_activation(f, x.data(), act.data(), cols);
+  const epq::Matrix w{type, weights.data(), rows, cols, row_bytes};
   epq::ThreadPool pool(threads);
   const epq::MatmulJob job{&w, act.data(), act.size(), 1, out.data(), static_cast<size_t>(rows)};
   for (auto _ : state) {
@@ -169,11 +171,12 @@ void register_all() {
   benchmark::RegisterBenchmark("ReadBandwidth", BM_ReadBandwidth)->Arg(1)->Arg(all)->UseManualTime()->Iterations(1);
   for (Type t : {Type::Q4_K, Type::Q6_K, Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::Q2_K, Type::Q3_K,
                  Type::Q5_K, Type::Q8_K, Type::IQ4_NL, Type::IQ4_XS, Type::MXFP4, Type::F16, Type::BF16, Type::F32}) {
-    benchmark::RegisterBenchmark((std::string("Matvec/") + epq::quant::name(t)).c_str(), BM_Matvec, t)
-        ->Arg(1)
-        ->Arg(all)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
+    auto* b = benchmark::RegisterBenchmark((std::string("Matvec/") + epq::quant::name(t)).c_str(), BM_Matvec, t);
+    b->ArgNames({"threads", "cols"})->Unit(benchmark::kMillisecond)->UseRealTime();
+    for (int64_t cols : {int64_t{4096}, int64_t{768}}) {
+      if (cols == 768 && epq::quant::info(t).block_elems != 256) continue;
+      b->Args({1, cols})->Args({all, cols});
+    }
   }
   benchmark::RegisterBenchmark("Int8Peak", BM_Int8Peak)->Unit(benchmark::kMicrosecond)->UseRealTime();
   for (Type t : {Type::Q4_K, Type::Q6_K, Type::Q8_0, Type::Q5_K, Type::Q3_K}) {

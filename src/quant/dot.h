@@ -1,6 +1,6 @@
 #pragma once
-// Dot-product kernels: one weight row against up to kMaxCols activation vectors, each in
-// the activation format of the weight type (see activation.h). A kernel set holds one
+// Dot-product kernels: a run of weight rows against up to kMaxCols activation vectors,
+// each in the activation format of the weight type (see activation.h). A kernel set holds one
 // kernel per supported type for one instruction set; the active set is chosen once,
 // at first use, from the CPU's features (or EPQ_KERNELS=scalar|avx2|avx512).
 #include <cstddef>
@@ -12,8 +12,11 @@ namespace epq::quant {
 
 inline constexpr int kMaxCols = 8;
 
-// out[c] = dot(w_row, act + c * act_stride) for c in [0, n_cols); n = row length.
-using DotKernel = void (*)(int64_t n, const void* w_row, const void* act, size_t act_stride, int n_cols, float* out);
+// out[c * out_stride + r] = dot(row r, column c) for r in [0, n_rows), c in [0, n_cols):
+// row r (n weights) at w + r * row_bytes, column c at act + c * act_stride. A row's
+// result is the same whichever rows share the call.
+using DotKernel = void (*)(int64_t n, const void* w, size_t row_bytes, int64_t n_rows, const void* act, size_t act_stride,
+                           int n_cols, float* out, size_t out_stride);
 
 struct KernelSet {
   const char* name;

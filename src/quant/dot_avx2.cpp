@@ -3,6 +3,7 @@
 // decoded once and dotted with up to kMaxCols activation vectors.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "quant/activation.h"
@@ -217,9 +218,7 @@ struct DotQ45K {
     const BlockQ8_K* a[C];
     __m256 acc[C];
     for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = _mm256_setzero_ps();
-    int64_t b = 0;
-    if constexpr (C == 1) b = run_pairs(n / 256, wb, a[0], acc[0]);
-    for (; b < n / 256; ++b) {
+    for (int64_t b = 0; b < n / 256; ++b) {
       prefetch_ahead(wb + b);
       const Block& x = wb[b];
       const __m256i scales_mins = k4_scales_and_mins(x.scales);
@@ -235,33 +234,45 @@ struct DotQ45K {
     for (int c = 0; c < C; ++c) out[c] = hsum(acc[c]);
   }
 
-  // One column (decode), two blocks at a time: their scales are unpacked together and
-  // their four lane sums (scaled, mins) reduced with horizontal adds into one vector
-  // that a single FMA scales by [d0*a0.d, -dmin0*a0.d, d1*a1.d, -dmin1*a1.d]. Decode is
-  // bound by instructions per block here, not by memory. Returns the blocks done.
-  static int64_t run_pairs(int64_t n_blocks, const Block* wb, const BlockQ8_K* a, __m256& acc) {
-    int64_t b = 0;
-    for (; b + 2 <= n_blocks; b += 2) {
-      prefetch_ahead(wb + b);
-      prefetch_ahead(wb + b + 1);
-      const __m256i scales_mins = k4_scales_and_mins_x2(wb[b].scales, wb[b + 1].scales);  // block b low, b+1 high
-      __m256i sum[2], min_sum[2];
-      for (int k = 0; k < 2; ++k) {
-        const __m256i sm = _mm256_cvtepu8_epi16(k == 0 ? _mm256_castsi256_si128(scales_mins) : _mm256_extracti128_si256(scales_mins, 1));
-        scaled_sums<1>(wb[b + k], _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm)), &a, b + k, &sum[k]);
-        min_sum[k] = min_sums(_mm256_extracti128_si256(sm, 1), a[b + k]);
+  // One column (decode), two rows at a time: block b of both rows against activation
+  // block b. Their scales are unpacked together and their four lane sums (scaled, mins)
+  // reduced with horizontal adds into one vector that a single FMA scales by
+  // [d0*a.d, -dmin0*a.d, d1*a.d, -dmin1*a.d]: lanes 0-1 and 4-5 accumulate the first
+  // row, lanes 2-3 and 6-7 the second, in the same order, so a row's result does not
+  // depend on its partner (an odd last row is paired with itself). Decode is bound by
+  // instructions per block here, not by memory, and pairing rows also pays a short
+  // row's fixed costs once per two rows: a 768-wide expert's down rows have 3 blocks.
+  static void matvec(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, float* out) {
+    const auto* a = static_cast<const BlockQ8_K*>(act);
+    for (int64_t r = 0; r < n_rows; r += 2) {
+      const auto* x0 = reinterpret_cast<const Block*>(w + static_cast<size_t>(r) * row_bytes);
+      const auto* x1 = reinterpret_cast<const Block*>(w + static_cast<size_t>(std::min(r + 1, n_rows - 1)) * row_bytes);
+      __m256 acc = _mm256_setzero_ps();
+      for (int64_t b = 0; b < n / 256; ++b) {
+        // The pair reads the 2 * row_bytes from x0 on; prefetch that span at the rate it is read.
+        const char* ahead = reinterpret_cast<const char*>(x0) + kPrefetchBytes + 2 * b * static_cast<int64_t>(sizeof(Block));
+        for (size_t off = 0; off < 2 * sizeof(Block); off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+        const __m256i scales_mins = k4_scales_and_mins_x2(x0[b].scales, x1[b].scales);  // row 0 low, row 1 high
+        __m256i sum[2], min_sum[2];
+        for (int k = 0; k < 2; ++k) {
+          const __m256i sm = _mm256_cvtepu8_epi16(k == 0 ? _mm256_castsi256_si128(scales_mins) : _mm256_extracti128_si256(scales_mins, 1));
+          scaled_sums<1>(k == 0 ? x0[b] : x1[b], _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm)), &a, b, &sum[k]);
+          min_sum[k] = min_sums(_mm256_extracti128_si256(sm, 1), a[b]);
+        }
+        // Lanes [S0 M0 S1 M1] in each half (partial sums of the two halves).
+        const __m256i sums = _mm256_hadd_epi32(_mm256_hadd_epi32(sum[0], min_sum[0]), _mm256_hadd_epi32(sum[1], min_sum[1]));
+        uint32_t dm0, dm1;
+        std::memcpy(&dm0, &x0[b].d, 4);
+        std::memcpy(&dm1, &x1[b].d, 4);
+        const __m128 dm = _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(dm0)), static_cast<int>(dm1), 1));
+        const __m128 scale = _mm_xor_ps(_mm_mul_ps(dm, _mm_set1_ps(a[b].d)), _mm_setr_ps(0.0f, -0.0f, 0.0f, -0.0f));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set_m128(scale, scale), acc);
       }
-      // Lanes [S0 M0 S1 M1] in each half (partial sums of the two halves).
-      const __m256i sums = _mm256_hadd_epi32(_mm256_hadd_epi32(sum[0], min_sum[0]), _mm256_hadd_epi32(sum[1], min_sum[1]));
-      uint32_t dm0, dm1;
-      std::memcpy(&dm0, &wb[b].d, 4);
-      std::memcpy(&dm1, &wb[b + 1].d, 4);
-      const __m128 dm = _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(dm0)), static_cast<int>(dm1), 1));
-      const __m128 ad = _mm_movelh_ps(_mm_set1_ps(a[b].d), _mm_set1_ps(a[b + 1].d));
-      const __m128 scale = _mm_xor_ps(_mm_mul_ps(dm, ad), _mm_setr_ps(0.0f, -0.0f, 0.0f, -0.0f));
-      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set_m128(scale, scale), acc);
+      const __m128 halves = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));  // [S0 M0 S1 M1]
+      const __m128 rows = _mm_hadd_ps(halves, halves);                                                // [row 0, row 1, ..]
+      out[r] = _mm_cvtss_f32(rows);
+      if (r + 1 < n_rows) out[r + 1] = _mm_cvtss_f32(_mm_movehdup_ps(rows));
     }
-    return b;
   }
 };
 
@@ -479,17 +490,32 @@ struct DotFloat {
   }
 };
 
+// Row by row, or, for one column where the format has it, K::matvec over the run of rows.
+template <typename K, int C>
+void each_row(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
+              size_t out_stride) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    float row_out[C];
+    K::template run<C>(n, w + static_cast<size_t>(r) * row_bytes, act, stride, row_out);
+    for (int c = 0; c < C; ++c) out[static_cast<size_t>(c) * out_stride + static_cast<size_t>(r)] = row_out[c];
+  }
+}
+
 template <typename K>
-void entry(int64_t n, const void* w, const void* act, size_t stride, int n_cols, float* out) {
+void entry(int64_t n, const void* w_rows, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, int n_cols, float* out,
+           size_t out_stride) {
+  const auto* w = static_cast<const uint8_t*>(w_rows);
   switch (n_cols) {
-    case 1: return K::template run<1>(n, w, act, stride, out);
-    case 2: return K::template run<2>(n, w, act, stride, out);
-    case 3: return K::template run<3>(n, w, act, stride, out);
-    case 4: return K::template run<4>(n, w, act, stride, out);
-    case 5: return K::template run<5>(n, w, act, stride, out);
-    case 6: return K::template run<6>(n, w, act, stride, out);
-    case 7: return K::template run<7>(n, w, act, stride, out);
-    default: return K::template run<8>(n, w, act, stride, out);
+    case 1:
+      if constexpr (requires { K::matvec; }) return K::matvec(n, w, row_bytes, n_rows, act, out);
+      return each_row<K, 1>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    case 2: return each_row<K, 2>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    case 3: return each_row<K, 3>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    case 4: return each_row<K, 4>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    case 5: return each_row<K, 5>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    case 6: return each_row<K, 6>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    case 7: return each_row<K, 7>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    default: return each_row<K, 8>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
   }
 }
 

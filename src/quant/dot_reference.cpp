@@ -11,21 +11,30 @@ namespace epq::quant {
 namespace {
 
 template <Type kType>
-void dot_reference(int64_t n, const void* w_row, const void* act, size_t act_stride, int n_cols, float* out) {
+float dot_row(int64_t n, const uint8_t* w_row, const uint8_t* act) {
   const TypeInfo& t = info(kType);
   const ActFormat f = activation_format(kType);
   const int64_t chunk = 256;  // a multiple of every block size
   float w[256], a[256];
-  for (int c = 0; c < n_cols; ++c) {
-    const auto* act_c = static_cast<const uint8_t*>(act) + static_cast<size_t>(c) * act_stride;
-    double sum = 0;
-    for (int64_t i = 0; i < n; i += chunk) {
-      const int64_t k = n - i < chunk ? n - i : chunk;
-      dequantize_row(kType, static_cast<const uint8_t*>(w_row) + i / t.block_elems * t.block_bytes, w, k);
-      dequantize_activation(f, act_c + activation_bytes(f, i), a, k);
-      for (int64_t j = 0; j < k; ++j) sum += double{w[j]} * a[j];
+  double sum = 0;
+  for (int64_t i = 0; i < n; i += chunk) {
+    const int64_t k = n - i < chunk ? n - i : chunk;
+    dequantize_row(kType, w_row + i / t.block_elems * t.block_bytes, w, k);
+    dequantize_activation(f, act + activation_bytes(f, i), a, k);
+    for (int64_t j = 0; j < k; ++j) sum += double{w[j]} * a[j];
+  }
+  return static_cast<float>(sum);
+}
+
+template <Type kType>
+void dot_reference(int64_t n, const void* w, size_t row_bytes, int64_t n_rows, const void* act, size_t act_stride, int n_cols,
+                   float* out, size_t out_stride) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (int c = 0; c < n_cols; ++c) {
+      out[static_cast<size_t>(c) * out_stride + static_cast<size_t>(r)] =
+          dot_row<kType>(n, static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes,
+                         static_cast<const uint8_t*>(act) + static_cast<size_t>(c) * act_stride);
     }
-    out[c] = static_cast<float>(sum);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "quant/activation.h"
@@ -84,22 +85,36 @@ void check(const KernelSet& simd, Type t, Fill fill, int64_t n, int n_rows, uint
     if (c == 2) x.assign(x.size(), 0.0f);  // an all-zero activation
     quantize_activation(f, x.data(), acts.data() + c * act_bytes, n);
   }
+  // The rows side by side, as in a matrix.
+  const size_t row_size = static_cast<size_t>(row_bytes(t, n));
+  std::vector<uint8_t> rows(row_size * static_cast<size_t>(n_rows));
   for (int r = 0; r < n_rows; ++r) {
-    std::vector<uint8_t> row = make_row(t, n, fill, rng);
+    const std::vector<uint8_t> row = make_row(t, n, fill, rng);
+    std::memcpy(rows.data() + row_size * static_cast<size_t>(r), row.data(), row_size);
+  }
+  const size_t out_stride = static_cast<size_t>(n_rows);
+  for (int cols = 1; cols <= kMaxCols; ++cols) {
+    std::vector<float> expect(out_stride * kMaxCols), got(expect.size()), alone(expect.size());
+    dot_kernel(scalar_kernels(), t)(n, rows.data(), row_size, n_rows, acts.data(), act_bytes, cols, expect.data(), out_stride);
+    dot_kernel(simd, t)(n, rows.data(), row_size, n_rows, acts.data(), act_bytes, cols, got.data(), out_stride);
+    for (int r = 0; r < n_rows; ++r) {
+      dot_kernel(simd, t)(n, rows.data() + row_size * static_cast<size_t>(r), row_size, 1, acts.data(), act_bytes, cols,
+                          alone.data() + r, out_stride);
+    }
     // Tolerance: float rounding relative to the sum of |products|.
     std::vector<float> w(static_cast<size_t>(n)), a(static_cast<size_t>(n));
-    dequantize_row(t, row.data(), w.data(), n);
-    for (int cols = 1; cols <= kMaxCols; ++cols) {
-      float expect[kMaxCols], got[kMaxCols];
-      dot_kernel(scalar_kernels(), t)(n, row.data(), acts.data(), act_bytes, cols, expect);
-      dot_kernel(simd, t)(n, row.data(), acts.data(), act_bytes, cols, got);
+    for (int r = 0; r < n_rows; ++r) {
+      dequantize_row(t, rows.data() + row_size * static_cast<size_t>(r), w.data(), n);
       for (int c = 0; c < cols; ++c) {
+        const size_t i = static_cast<size_t>(c) * out_stride + static_cast<size_t>(r);
         dequantize_activation(f, acts.data() + c * act_bytes, a.data(), n);
         double magnitude = 0;
-        for (int64_t i = 0; i < n; ++i) magnitude += std::fabs(double{w[i]} * a[i]);
-        ASSERT_NEAR(got[c], expect[c], 2e-6 * magnitude + 1e-30)
-            << simd.name << " " << name(t) << " fill " << static_cast<int>(fill) << " n " << n << " row " << r
-            << " cols " << cols << " col " << c;
+        for (int64_t k = 0; k < n; ++k) magnitude += std::fabs(double{w[k]} * a[k]);
+        const std::string where = std::string(simd.name) + " " + name(t) + " fill " + std::to_string(static_cast<int>(fill)) +
+                                  " n " + std::to_string(n) + " row " + std::to_string(r) + " cols " + std::to_string(cols) +
+                                  " col " + std::to_string(c);
+        ASSERT_NEAR(got[i], expect[i], 2e-6 * magnitude + 1e-30) << where;
+        ASSERT_EQ(std::memcmp(&got[i], &alone[i], sizeof(float)), 0) << "a row's result depends on the rows beside it: " << where;
       }
     }
   }
@@ -114,7 +129,7 @@ TEST_P(DotKernels, MatchScalarReference) {
   const int64_t lengths[] = {block == 1 ? 7 : block, 256 * 3, 2048, block == 1 ? 1001 : 256 * 11};
   uint32_t seed = 1;
   for (Fill fill : {Fill::kQuantized, Fill::kRandomBytes, Fill::kZeroScale, Fill::kMaxCodes}) {
-    for (int64_t n : lengths) check(*p.set, p.type, fill, n, 3, seed++);
+    for (int64_t n : lengths) check(*p.set, p.type, fill, n, 5, seed++);
   }
 }
 
