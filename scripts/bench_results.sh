@@ -20,8 +20,8 @@ $epq probe-io "$model" --seconds 1 | tee "$out/probe_io.md"
 
 # All in RAM, warm page cache: decode after a short prompt, then a 691-token prompt.
 cat "$model" > /dev/null
-$epq bench -m "$model" --budgets ram --runs 3 -p "$prompt" -n 32 --ctx 2048 --no-probe -q --json "$out/ram_short.json" | tee "$out/ram_short.md"
-$epq bench -m "$model" --budgets ram --runs 3 -p "$long_prompt" -n 32 --ctx 2048 --no-probe -q --json "$out/ram_long.json" | tee "$out/ram_long.md"
+$epq bench -m "$model" --budgets ram --runs 5 -p "$prompt" -n 32 --ctx 2048 --no-probe -q --json "$out/ram_short.json" | tee "$out/ram_short.md"
+$epq bench -m "$model" --budgets ram --runs 5 -p "$long_prompt" -n 32 --ctx 2048 --no-probe -q --json "$out/ram_long.json" | tee "$out/ram_long.md"
 
 # A long prompt at 4 GiB, cold, with 64 and 256 tokens per forward pass (needs root).
 for batch in 64 256; do

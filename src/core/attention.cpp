@@ -10,6 +10,36 @@
 namespace epq {
 namespace {
 
+// A long context's cache rows come from DRAM, one KV head's row (256 bytes) every
+// kv_stride: without prefetches the loops below wait on each row in turn. Rows this far
+// ahead (at most the last) are asked for.
+constexpr int64_t kKeyPrefetchRows = 8;     // a row's scores take ~100 cycles
+constexpr int64_t kValuePrefetchRows = 32;  // a row's 8 dimensions take a few cycles
+constexpr int kHalvesPerLine = 32;
+
+void prefetch_row(const uint16_t* row, int D) {
+  for (int d = 0; d < D; d += kHalvesPerLine) _mm_prefetch(reinterpret_cast<const char*>(row + d), _MM_HINT_T0);
+}
+
+// p[j] = e^(p[j] - max) / sum over j of the same, 8 positions at a time (the sum in double).
+void softmax_in_place(float* p, int64_t n, float max) {
+  const __m256 m = _mm256_set1_ps(max);
+  __m256d sum = _mm256_setzero_pd();
+  for (int64_t j = 0; j < n; j += 8) {
+    const int64_t lanes = std::min<int64_t>(8, n - j);
+    alignas(32) float x[8];
+    std::fill(x, x + 8, -INFINITY);  // e^-inf = 0: lanes past the end add nothing
+    std::copy(p + j, p + j + lanes, x);
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_load_ps(x), m));
+    _mm256_store_ps(x, e);
+    std::copy(x, x + lanes, p + j);
+    sum = _mm256_add_pd(sum, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(e)), _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1))));
+  }
+  const __m128d pairs = _mm_add_pd(_mm256_castpd256_pd128(sum), _mm256_extractf128_pd(sum, 1));
+  const float inv = static_cast<float>(1.0 / _mm_cvtsd_f64(_mm_add_sd(pairs, _mm_unpackhi_pd(pairs, pairs))));
+  for (int64_t j = 0; j < n; ++j) p[j] *= inv;
+}
+
 // Attention of one query token for G query heads that share a KV head: q and out hold G
 // heads of D floats; k and v point at the KV head's first cache row. Every K and V row
 // is read once for all G heads, and the accumulators (G per pass) stay in registers.
@@ -21,6 +51,7 @@ void attend(const float* q, const uint16_t* k, const uint16_t* v, size_t kv_stri
   std::fill(max, max + G, -INFINITY);
   for (int64_t j = 0; j < n_pos; ++j) {
     const uint16_t* kj = k + static_cast<size_t>(j) * kv_stride;
+    prefetch_row(k + static_cast<size_t>(std::min(j + kKeyPrefetchRows, n_pos - 1)) * kv_stride, D);
     __m256 acc[G];
     for (int i = 0; i < G; ++i) acc[i] = _mm256_setzero_ps();
     for (int d = 0; d < D; d += 8) {
@@ -32,21 +63,16 @@ void attend(const float* q, const uint16_t* k, const uint16_t* v, size_t kv_stri
       max[i] = std::max(max[i], scores[i * n_pos + j]);
     }
   }
-  for (int i = 0; i < G; ++i) {
-    float* p = scores + i * n_pos;
-    double sum = 0;
-    for (int64_t j = 0; j < n_pos; ++j) {
-      p[j] = std::exp(p[j] - max[i]);
-      sum += p[j];
-    }
-    const float inv = static_cast<float>(1.0 / sum);
-    for (int64_t j = 0; j < n_pos; ++j) p[j] *= inv;
-  }
+  for (int i = 0; i < G; ++i) softmax_in_place(scores + i * n_pos, n_pos, max[i]);
   // The weighted sum of V, 8 dimensions at a time over all positions.
   for (int d = 0; d < D; d += 8) {
     __m256 acc[G];
     for (int i = 0; i < G; ++i) acc[i] = _mm256_setzero_ps();
     for (int64_t j = 0; j < n_pos; ++j) {
+      if (d % kHalvesPerLine == 0) {
+        const size_t ahead = static_cast<size_t>(std::min(j + kValuePrefetchRows, n_pos - 1));
+        _mm_prefetch(reinterpret_cast<const char*>(v + ahead * kv_stride + d), _MM_HINT_T0);
+      }
       const __m256 vv = load_f16(v + static_cast<size_t>(j) * kv_stride + d);
       for (int i = 0; i < G; ++i) acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(scores + i * n_pos + j), vv, acc[i]);
     }

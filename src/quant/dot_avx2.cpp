@@ -203,12 +203,13 @@ struct DotQ45K {
     }
   }
 
-  // 8 int32 lanes to be added: sum over sub-blocks j of min[j] * (bsums[2j] + bsums[2j+1]).
-  static __m256i min_sums(__m128i mins8x16, const BlockQ8_K& a) {
+  // The eight mins (16-bit lanes) each in the two 16-bit lanes 2j, 2j+1, for min_sums.
+  static __m256i paired_mins(__m128i mins8x16) {
     const __m256i mins = _mm256_cvtepu16_epi32(mins8x16);
-    const __m256i mins_paired = _mm256_or_si256(mins, _mm256_slli_epi32(mins, 16));  // min[j] in words 2j, 2j+1
-    return _mm256_madd_epi16(mins_paired, load256(a.bsums));
+    return _mm256_or_si256(mins, _mm256_slli_epi32(mins, 16));
   }
+  // 8 int32 lanes to be added: sum over sub-blocks j of min[j] * (bsums[2j] + bsums[2j+1]).
+  static __m256i min_sums(__m256i mins_paired, const BlockQ8_K& a) { return _mm256_madd_epi16(mins_paired, load256(a.bsums)); }
 
   // Several columns: one float accumulator per column,
   // acc += a.d * (d * scaled_sums - dmin * min_sums).
@@ -225,8 +226,9 @@ struct DotQ45K {
       __m256i sum[C];
       scaled_sums<C>(x, _mm256_broadcastsi128_si256(_mm256_castsi256_si128(scales_mins)), a, b, sum);
       const __m256 d = _mm256_set1_ps(f16_to_f32(x.d)), dmin = _mm256_set1_ps(f16_to_f32(x.dmin));
+      const __m256i mins = paired_mins(_mm256_extracti128_si256(scales_mins, 1));
       for (int c = 0; c < C; ++c) {
-        const __m256i min_sum = min_sums(_mm256_extracti128_si256(scales_mins, 1), a[c][b]);
+        const __m256i min_sum = min_sums(mins, a[c][b]);
         const __m256 block = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(min_sum), _mm256_mul_ps(d, _mm256_cvtepi32_ps(sum[c])));
         acc[c] = _mm256_fmadd_ps(_mm256_broadcast_ss(&a[c][b].d), block, acc[c]);
       }
@@ -257,7 +259,7 @@ struct DotQ45K {
         for (int k = 0; k < 2; ++k) {
           const __m256i sm = _mm256_cvtepu8_epi16(k == 0 ? _mm256_castsi256_si128(scales_mins) : _mm256_extracti128_si256(scales_mins, 1));
           scaled_sums<1>(k == 0 ? x0[b] : x1[b], _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm)), &a, b, &sum[k]);
-          min_sum[k] = min_sums(_mm256_extracti128_si256(sm, 1), a[b]);
+          min_sum[k] = min_sums(paired_mins(_mm256_extracti128_si256(sm, 1)), a[b]);
         }
         // Lanes [S0 M0 S1 M1] in each half (partial sums of the two halves).
         const __m256i sums = _mm256_hadd_epi32(_mm256_hadd_epi32(sum[0], min_sum[0]), _mm256_hadd_epi32(sum[1], min_sum[1]));
