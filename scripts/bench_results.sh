@@ -34,6 +34,10 @@ done | tee "$out/paged_prompt_batch.txt"
 $epq bench -m "$model" --budgets 2G,4G,8G,16G,all,ram --runs 3 --cold -p "$prompt" -n 32 --ctx 2048 -q \
   --json "$out/sweep.json" --svg "$out/sweep.svg" | tee "$out/sweep.md"
 
+# All-fits against all-in-RAM alone (the sweep's last two rows, as quoted in docs/RESULTS.md).
+$epq bench -m "$model" --budgets all,ram --runs 3 --cold -p "$prompt" -n 32 --ctx 2048 -q \
+  --json "$out/sweep_all_ram.json" | tee "$out/sweep_all_ram.md"
+
 # Eviction policies at 4 and 8 GiB.
 $epq bench -m "$model" --budgets 4G,8G --evict lru,ls,ls-pos --runs 3 --cold -p "$prompt" -n 32 --ctx 2048 -q \
   --json "$out/policies.json" --svg "$out/policies.svg" | tee "$out/policies.md"
