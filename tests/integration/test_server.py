@@ -263,7 +263,9 @@ class Shutdown(unittest.TestCase):
         body = {"prompt": "The river", "max_tokens": 1500, "ignore_eos": True, "temperature": 0}
         worker = threading.Thread(target=lambda: results.append(server.post("/v1/completions", body)))
         worker.start()
-        time.sleep(0.3)
+        deadline = time.time() + 30  # SIGTERM once the request is queued or running (or done)
+        while not results and server.metric("epq_queue_depth") == 0 and time.time() < deadline:
+            time.sleep(0.01)
         server.proc.send_signal(signal.SIGTERM)
         worker.join(timeout=120)
         self.assertEqual(server.proc.wait(timeout=60), 0)
