@@ -492,7 +492,7 @@ struct DotFloat {
   }
 };
 
-// Row by row, or, for one column where the format has it, K::matvec over the run of rows.
+// K::run<C> on each row of the run in turn.
 template <typename K, int C>
 void each_row(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
               size_t out_stride) {
@@ -503,6 +503,8 @@ void each_row(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, con
   }
 }
 
+// The DotKernel for format K: row by row, or, for one column where K has it, K::matvec
+// over the whole run of rows.
 template <typename K>
 void entry(int64_t n, const void* w_rows, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, int n_cols, float* out,
            size_t out_stride) {
