@@ -17,10 +17,6 @@ constexpr int64_t kKeyPrefetchRows = 8;     // a row's scores take ~100 cycles
 constexpr int64_t kValuePrefetchRows = 32;  // a row's 8 dimensions take a few cycles
 constexpr int kHalvesPerLine = 32;
 
-void prefetch_row(const uint16_t* row, int D) {
-  for (int d = 0; d < D; d += kHalvesPerLine) _mm_prefetch(reinterpret_cast<const char*>(row + d), _MM_HINT_T0);
-}
-
 // p[j] = e^(p[j] - max) / sum over j of the same, 8 positions at a time (the sum in double).
 void softmax_in_place(float* p, int64_t n, float max) {
   const __m256 m = _mm256_set1_ps(max);
@@ -51,7 +47,7 @@ void attend(const float* q, const uint16_t* k, const uint16_t* v, size_t kv_stri
   std::fill(max, max + G, -INFINITY);
   for (int64_t j = 0; j < n_pos; ++j) {
     const uint16_t* kj = k + static_cast<size_t>(j) * kv_stride;
-    prefetch_row(k + static_cast<size_t>(std::min(j + kKeyPrefetchRows, n_pos - 1)) * kv_stride, D);
+    prefetch_lines(k + static_cast<size_t>(std::min(j + kKeyPrefetchRows, n_pos - 1)) * kv_stride, static_cast<size_t>(D) * sizeof(uint16_t));
     __m256 acc[G];
     for (int i = 0; i < G; ++i) acc[i] = _mm256_setzero_ps();
     for (int d = 0; d < D; d += 8) {
@@ -71,7 +67,7 @@ void attend(const float* q, const uint16_t* k, const uint16_t* v, size_t kv_stri
     for (int64_t j = 0; j < n_pos; ++j) {
       if (d % kHalvesPerLine == 0) {
         const size_t ahead = static_cast<size_t>(std::min(j + kValuePrefetchRows, n_pos - 1));
-        _mm_prefetch(reinterpret_cast<const char*>(v + ahead * kv_stride + d), _MM_HINT_T0);
+        prefetch_lines(v + ahead * kv_stride + d, 1);  // the line holding dimensions d..d+31
       }
       const __m256 vv = load_f16(v + static_cast<size_t>(j) * kv_stride + d);
       for (int i = 0; i < G; ++i) acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(scores + i * n_pos + j), vv, acc[i]);

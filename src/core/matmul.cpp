@@ -21,11 +21,11 @@ struct Chunk {
 constexpr int64_t kRowTile = 32;
 
 void run_chunk(const MatmulJob& j, const Chunk& c, quant::DotKernel kernel) {
+  // Tokens in groups of at most kMaxCols, as even as possible (9 tokens: 5 + 4, not
+  // 8 + 1): narrow groups decode each weight block for too few columns.
+  const int64_t groups = (j.n_tokens + quant::kMaxCols - 1) / quant::kMaxCols;
   for (int64_t r0 = c.row_begin; r0 < c.row_end; r0 += kRowTile) {
     const int64_t rows = std::min(c.row_end, r0 + kRowTile) - r0;
-    // Tokens in groups of at most kMaxCols, as even as possible (9 tokens: 5 + 4, not
-    // 8 + 1): narrow groups decode each weight block for too few columns.
-    const int64_t groups = (j.n_tokens + quant::kMaxCols - 1) / quant::kMaxCols;
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t t0 = g * j.n_tokens / groups;
       const int n = static_cast<int>((g + 1) * j.n_tokens / groups - t0);

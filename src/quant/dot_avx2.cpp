@@ -22,8 +22,7 @@ inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<co
 constexpr int kPrefetchBytes = 4096;
 template <typename Block>
 inline void prefetch_ahead(const Block* b) {
-  const char* p = reinterpret_cast<const char*>(b) + kPrefetchBytes;
-  for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+  prefetch_lines(reinterpret_cast<const char*>(b) + kPrefetchBytes, sizeof(Block));
 }
 
 // Sums of adjacent products of unsigned codes u (<= 127) and signed a: 8 int32 lanes.
@@ -252,8 +251,7 @@ struct DotQ45K {
       __m256 acc = _mm256_setzero_ps();
       for (int64_t b = 0; b < n / 256; ++b) {
         // The pair reads the 2 * row_bytes from x0 on; prefetch that span at the rate it is read.
-        const char* ahead = reinterpret_cast<const char*>(x0) + kPrefetchBytes + 2 * b * static_cast<int64_t>(sizeof(Block));
-        for (size_t off = 0; off < 2 * sizeof(Block); off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+        prefetch_lines(reinterpret_cast<const char*>(x0 + 2 * b) + kPrefetchBytes, 2 * sizeof(Block));
         const __m256i scales_mins = k4_scales_and_mins_x2(x0[b].scales, x1[b].scales);  // row 0 low, row 1 high
         __m256i sum[2], min_sum[2];
         for (int k = 0; k < 2; ++k) {
@@ -511,8 +509,11 @@ void entry(int64_t n, const void* w_rows, size_t row_bytes, int64_t n_rows, cons
   const auto* w = static_cast<const uint8_t*>(w_rows);
   switch (n_cols) {
     case 1:
-      if constexpr (requires { K::matvec; }) return K::matvec(n, w, row_bytes, n_rows, act, out);
-      return each_row<K, 1>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+      if constexpr (requires { K::matvec; }) {
+        return K::matvec(n, w, row_bytes, n_rows, act, out);
+      } else {
+        return each_row<K, 1>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+      }
     case 2: return each_row<K, 2>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
     case 3: return each_row<K, 3>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
     case 4: return each_row<K, 4>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
