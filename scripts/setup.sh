@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   clang libclang-rt-14-dev          # libFuzzer and sanitizer runtimes
   liburing-dev libpcre2-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libfmt-dev
+  libsimde-dev                      # AVX-512 kernels: intrinsics, and their emulation for tests
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy
   util-linux procps                 # prlimit, ps

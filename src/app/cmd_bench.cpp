@@ -7,6 +7,7 @@
 
 #include "app/commands.h"
 #include "pager/io_probe.h"
+#include "quant/dot.h"
 #include "runtime/bench_sweep.h"
 #include "util/error.h"
 #include "util/format.h"
@@ -39,6 +40,7 @@ void print_table(const BenchArgs& a, const std::vector<runtime::BenchResult>& re
   fmt::print("## epq bench: {}\n\n", o.model);
   fmt::print("- memory limit per run: {} (the `ram` row, if any, runs without one)\n", memory_limit_mechanism());
   fmt::print("- page cache: {}\n", o.cold ? "cold (dropped before every run)" : "warm (not dropped)");
+  fmt::print("- dot kernels: {} (EPQ_KERNELS chooses another set)\n", quant::active_kernels().name);
   fmt::print("- {} run(s) per configuration; prompt of {} characters, {} generated tokens, --ctx {}{}\n", o.runs, o.prompt.size(),
              o.n_predict, o.n_ctx, o.n_threads > 0 ? fmt::format(", --threads {}", o.n_threads) : "");
   const bool probed = o.probe_disk;
@@ -90,6 +92,7 @@ void write_json(const std::string& path, const BenchArgs& a, const std::vector<r
   j["n_predict"] = a.options.n_predict;
   j["n_ctx"] = a.options.n_ctx;
   j["memory_limit"] = memory_limit_mechanism();
+  j["kernels"] = quant::active_kernels().name;
   j["configs"] = nlohmann::json::array();
   for (const auto& r : results) {
     nlohmann::json c = {{"budget", r.config.budget_label}, {"budget_bytes", r.config.budget}, {"evict", r.config.evict},

@@ -6,7 +6,13 @@
 
 namespace epq::quant {
 
-const KernelSet* avx512_kernels() { return nullptr; }
+const KernelSet* avx512_kernels() {
+  // __builtin_cpu_supports also checks that the OS saves the AVX-512 registers.
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                         __builtin_cpu_supports("avx512vnni") && avx2_kernels() != nullptr;
+  return ok ? &avx512_kernels_unchecked() : nullptr;
+}
 
 namespace {
 

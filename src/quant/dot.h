@@ -25,8 +25,15 @@ struct KernelSet {
 
 const KernelSet& scalar_kernels();            // the oracle: dequantize and sum in double
 const KernelSet* avx2_kernels();              // null if the CPU lacks AVX2/FMA/F16C
-const KernelSet* avx512_kernels();            // null if the CPU lacks AVX-512 (F, BW, VL, VNNI)
+const KernelSet* avx512_kernels();            // null if the CPU lacks AVX-512 (F, BW, VL, DQ, VNNI)
 const KernelSet& active_kernels();
+
+// The AVX-512 set without the CPU check: its code must not run on a CPU without AVX-512
+// (avx512_kernels checks first).
+const KernelSet& avx512_kernels_unchecked();
+// The same AVX-512 kernels built on SIMDe's emulation of the instructions, which any
+// AVX2 CPU can run. Linked into the unit tests only (tests/CMakeLists.txt).
+const KernelSet& avx512_kernels_emulated();
 
 inline DotKernel dot_kernel(const KernelSet& set, Type t) { return set.dot[static_cast<uint32_t>(t)]; }
 

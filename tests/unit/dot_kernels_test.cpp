@@ -1,9 +1,11 @@
-// Every SIMD dot kernel against the scalar reference, for every type: random data,
+// Every SIMD dot kernel (AVX2, AVX-512 where the CPU has it, and AVX-512 emulated) against
+// the scalar reference, for every type: random data,
 // random block bytes (all code patterns), zero scales, saturated codes, 1..4 columns and
 // odd row counts. Also: the SIMD activation quantizer matches its scalar twin exactly.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -70,6 +72,7 @@ std::vector<uint8_t> make_row(Type t, int64_t n, Fill fill, std::mt19937& rng) {
 
 struct Case {
   Type type;
+  const char* set_name;
   const KernelSet* set;
 };
 
@@ -124,7 +127,7 @@ class DotKernels : public ::testing::TestWithParam<Case> {};
 
 TEST_P(DotKernels, MatchScalarReference) {
   const Case p = GetParam();
-  if (p.set == nullptr) GTEST_SKIP() << "this CPU cannot run these kernels";
+  ASSERT_NE(p.set, nullptr) << "this CPU cannot run these kernels";
   const int64_t block = info(p.type).block_elems == 1 ? 1 : info(p.type).block_elems;
   const int64_t lengths[] = {block == 1 ? 7 : block, 256 * 3, 2048, block == 1 ? 1001 : 256 * 11};
   uint32_t seed = 1;
@@ -135,12 +138,52 @@ TEST_P(DotKernels, MatchScalarReference) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  for (Type t : kTypes) cases.push_back({t, avx2_kernels()});
+  for (Type t : kTypes) {
+    cases.push_back({t, "avx2", avx2_kernels()});
+    if (avx512_kernels() != nullptr) cases.push_back({t, "avx512", avx512_kernels()});  // else see NativeAvx512 below
+    // The AVX-512 kernels' code carried out by SIMDe: checks them on CPUs without AVX-512.
+    cases.push_back({t, "avx512_emulated", &avx512_kernels_emulated()});
+  }
   return cases;
 }
 
+TEST(NativeAvx512, ChosenAndEqualToTheEmulatedBuild) {
+  if (avx512_kernels() == nullptr) {
+    GTEST_SKIP() << "this CPU lacks AVX-512 F/BW/VL/DQ/VNNI: the avx512_* kernel cases are not instantiated; "
+                    "avx512_emulated_* run the same code through SIMDe";
+  }
+  if (std::getenv("EPQ_KERNELS") == nullptr) {
+    EXPECT_EQ(&active_kernels(), avx512_kernels()) << "AVX-512 available but not chosen";
+  }
+  // SIMDe carries out each instruction exactly, so the emulated build must agree bit for bit.
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0, 1);
+  const int64_t n = 2048;
+  const int n_rows = 5;
+  for (Type t : kTypes) {
+    const ActFormat f = activation_format(t);
+    std::vector<uint8_t> acts(activation_bytes(f, n) * kMaxCols), rows;
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int c = 0; c < kMaxCols; ++c) {
+      for (float& v : x) v = normal(rng);
+      quantize_activation(f, x.data(), acts.data() + c * activation_bytes(f, n), n);
+    }
+    for (int r = 0; r < n_rows; ++r) {
+      const std::vector<uint8_t> row = make_row(t, n, Fill::kRandomBytes, rng);
+      rows.insert(rows.end(), row.begin(), row.end());
+    }
+    for (int cols = 1; cols <= kMaxCols; ++cols) {
+      std::vector<float> native(n_rows * kMaxCols), emulated(native.size());
+      for (auto [set, out] : {std::pair{avx512_kernels(), &native}, std::pair{&avx512_kernels_emulated(), &emulated}}) {
+        dot_kernel(*set, t)(n, rows.data(), row_bytes(t, n), n_rows, acts.data(), activation_bytes(f, n), cols, out->data(), n_rows);
+      }
+      EXPECT_EQ(std::memcmp(native.data(), emulated.data(), native.size() * sizeof(float)), 0) << name(t) << " cols " << cols;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Simd, DotKernels, ::testing::ValuesIn(all_cases()), [](const auto& p) {
-  return std::string("avx2_") + name(p.param.type);
+  return std::string(p.param.set_name) + "_" + name(p.param.type);
 });
 
 TEST(ActivationQuantizer, SimdMatchesScalarBitForBit) {
