@@ -23,6 +23,7 @@
 #include "core/matmul.h"
 #include "core/thread_pool.h"
 #include "quant/activation.h"
+#include "quant/dot.h"
 #include "quant/reference.h"
 #include "quant/types.h"
 #include "util/buffer.h"
@@ -194,6 +195,7 @@ void register_all() {
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
+  benchmark::AddCustomContext("epq_kernels", epq::quant::active_kernels().name);  // EPQ_KERNELS chooses another
   register_all();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
