@@ -1,18 +1,13 @@
 #include <cstdlib>
 #include <string>
 
+#include "quant/cpu_features.h"
 #include "quant/dot.h"
 #include "util/error.h"
 
 namespace epq::quant {
 
-const KernelSet* avx512_kernels() {
-  // __builtin_cpu_supports also checks that the OS saves the AVX-512 registers.
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                         __builtin_cpu_supports("avx512vnni") && avx2_kernels() != nullptr;
-  return ok ? &avx512_kernels_unchecked() : nullptr;
-}
+const KernelSet* avx512_kernels() { return cpu_features().avx512_vnni ? &avx512_kernels_unchecked() : nullptr; }
 
 namespace {
 

@@ -8,6 +8,7 @@
 
 #include "quant/activation.h"
 #include "quant/blocks.h"
+#include "quant/cpu_features.h"
 #include "quant/dot.h"
 #include "quant/float_bits.h"
 #include "quant/kernel_common.h"
@@ -474,8 +475,7 @@ KernelSet make_avx2() {
 
 const KernelSet* avx2_kernels() {
   static const KernelSet s = make_avx2();
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  return ok ? &s : nullptr;
+  return cpu_features().avx2 ? &s : nullptr;
 }
 
 }  // namespace epq::quant

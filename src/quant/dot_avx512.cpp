@@ -14,8 +14,10 @@
 
 // GCC 12's AVX-512 headers start some casts and extracts from _mm256_undefined_*(), which
 // its -W(maybe-)uninitialized reports once inlined at -O3 (GCC bug 105593, fixed in GCC 13).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #include <cstring>
 

@@ -13,6 +13,7 @@
 
 #include "quant/activation.h"
 #include "quant/blocks.h"
+#include "quant/cpu_features.h"
 #include "quant/dot.h"
 #include "quant/float_bits.h"
 #include "quant/reference.h"
@@ -146,6 +147,18 @@ std::vector<Case> all_cases() {
   }
   return cases;
 }
+
+#if defined(__GNUC__) && !defined(__clang__)
+// Our CPUID reading against libgcc's (which knows every feature name we need).
+TEST(CpuFeatures, AgreeWithLibgcc) {
+  const CpuFeatures& f = cpu_features();
+  EXPECT_EQ(f.avx2, __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"));
+  EXPECT_EQ(f.avx512_vnni, __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                               __builtin_cpu_supports("avx512vnni"));
+  EXPECT_TRUE(f.avx2) << "the binary is built for x86-64-v3; it would not have started";
+}
+#endif
 
 TEST(NativeAvx512, ChosenAndEqualToTheEmulatedBuild) {
   if (avx512_kernels() == nullptr) {

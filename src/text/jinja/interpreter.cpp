@@ -229,7 +229,8 @@ class Interpreter {
     }
     Object kwargs;
     for (const auto& [name, value] : args.named) {
-      const auto param = std::find_if(macro.params.begin(), macro.params.end(), [&](const auto& p) { return p.first == name; });
+      const std::string& key = name;  // clang 14 cannot capture a structured binding
+      const auto param = std::find_if(macro.params.begin(), macro.params.end(), [&](const auto& p) { return p.first == key; });
       if (param == macro.params.end()) {
         kwargs.set(name, value);
       } else if (static_cast<size_t>(param - macro.params.begin()) < args.positional.size()) {
