@@ -5,12 +5,17 @@
 #include <exception>
 
 #include "app/commands.h"
+#include "quant/cpu_features.h"
+#include "quant/dot.h"
 #include "util/error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"epq: run Mixture-of-Experts GGUF models larger than RAM, paging routed experts from SSD"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "epq 0.1.0");
+  app.set_version_flag("--version", [] {
+    return fmt::format("epq 0.1.0 (dot kernels: {}; this CPU has AVX-512 F/BW/VL/DQ/VNNI: {})", epq::quant::active_kernels().name,
+                       epq::quant::cpu_features().avx512_vnni ? "yes" : "no");
+  });
   epq::app::add_synth_command(app);
   epq::app::add_inspect_command(app);
   epq::app::add_run_command(app);
