@@ -139,58 +139,106 @@ alignas(32) constexpr uint8_t kBroadcastWord[8][32] = {
 #undef EPQ_WORD
 };
 
+// Column pairs in the K-format kernels: two columns' vpmaddubsw results are added in
+// adjacent pairs by vphaddw before one vpmaddwd applies the scale for both. A pair's
+// vector then holds column 2p in 32-bit lanes 0-1 and 4-5 and column 2p + 1 in lanes
+// 2-3 and 6-7. Each column's lanes are summed in the same order whatever its partner.
+// [x0 x0 x1 x1 x0 x0 x1 x1]: a factor per column of a pair.
+inline __m256 pair_lanes(float x0, float x1) { return _mm256_setr_ps(x0, x0, x1, x1, x0, x0, x1, x1); }
+// Writes the two columns of pair p (the second only if it is one of the C columns).
+template <int C>
+inline void store_pair(__m256 acc, int p, float* out) {
+  const __m128 halves = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));  // [c0 c0 c1 c1]
+  const __m128 cols = _mm_hadd_ps(halves, halves);                                                // [c0 c1 ..]
+  out[2 * p] = _mm_cvtss_f32(cols);
+  if (2 * p + 1 < C) out[2 * p + 1] = _mm_cvtss_f32(_mm_movehdup_ps(cols));
+}
+
 template <bool kFive>
 struct DotQ45K {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
 
-  // sum[c] = sum over sub-blocks j of scale[j] * (codes_j . a[c][b].qs_j), 8 int32 lanes
-  // to be added; scales holds the eight 6-bit scales in both 128-bit halves.
-  template <int C>
-  static void scaled_sums(const Block& x, __m256i scales, const BlockQ8_K* const* a, int64_t b, __m256i* sum) {
+  // Sub-blocks 2j and 2j + 1 of block x: their 32 codes each, and their scales in every
+  // 16-bit lane. `scales` holds the eight 6-bit scales in both 128-bit halves.
+  struct SubBlockPair {
+    __m256i lo, hi, s_lo, s_hi;
+  };
+  static SubBlockPair sub_block_pair(const Block& x, __m256i scales, int j) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
+    const __m256i bits = load256(x.qs + 32 * j);
+    SubBlockPair p{_mm256_and_si256(bits, m4), _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4),
+                   _mm256_shuffle_epi8(scales, load256(kBroadcastWord[2 * j])),
+                   _mm256_shuffle_epi8(scales, load256(kBroadcastWord[2 * j + 1]))};
+    if constexpr (kFive) {
+      const __m256i high = load256(x.qh);
+      p.lo = _mm256_or_si256(p.lo, _mm256_slli_epi16(bit_of_bytes(high, 2 * j), 4));
+      p.hi = _mm256_or_si256(p.hi, _mm256_slli_epi16(bit_of_bytes(high, 2 * j + 1), 4));
+    }
+    return p;
+  }
+
+  // Sum over sub-blocks j of scale[j] * (codes_j . a.qs_j): 8 int32 lanes to be added.
+  static __m256i scaled_sum(const Block& x, __m256i scales, const BlockQ8_K& a) {
+    __m256i sum = _mm256_setzero_si256();
     for (int j = 0; j < 4; ++j) {
-      const __m256i bits = load256(x.qs + 32 * j);
-      __m256i lo = _mm256_and_si256(bits, m4);
-      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-      if constexpr (kFive) {
-        const __m256i high = load256(x.qh);
-        lo = _mm256_or_si256(lo, _mm256_slli_epi16(bit_of_bytes(high, 2 * j), 4));
-        hi = _mm256_or_si256(hi, _mm256_slli_epi16(bit_of_bytes(high, 2 * j + 1), 4));
-      }
-      const __m256i s_lo = _mm256_shuffle_epi8(scales, load256(kBroadcastWord[2 * j]));
-      const __m256i s_hi = _mm256_shuffle_epi8(scales, load256(kBroadcastWord[2 * j + 1]));
-      for (int c = 0; c < C; ++c) {
-        const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(a[c][b].qs + 64 * j)), s_lo);
-        const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(a[c][b].qs + 64 * j + 32)), s_hi);
-        sum[c] = _mm256_add_epi32(sum[c], _mm256_add_epi32(p_lo, p_hi));
+      const SubBlockPair p = sub_block_pair(x, scales, j);
+      const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(p.lo, load256(a.qs + 64 * j)), p.s_lo);
+      const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(p.hi, load256(a.qs + 64 * j + 32)), p.s_hi);
+      sum = _mm256_add_epi32(sum, _mm256_add_epi32(p_lo, p_hi));
+    }
+    return sum;
+  }
+
+  // The same for P pairs of columns (a[2p], a[2p + 1]): the two columns' vpmaddubsw
+  // results are added in adjacent pairs by vphaddw (sums below 2 * 2 * 31 * 127, no
+  // overflow), so that one vpmaddwd applies the scale for both: three multiplies per
+  // 64 products instead of four. In sum[p], 32-bit lanes 0-1 and 4-5 belong to column
+  // 2p, lanes 2-3 and 6-7 to column 2p + 1.
+  template <int P>
+  static void paired_scaled_sums(const Block& x, __m256i scales, const BlockQ8_K* const* a, int64_t b, __m256i* sum) {
+    for (int p = 0; p < P; ++p) sum[p] = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      const SubBlockPair sb = sub_block_pair(x, scales, j);
+      for (int p = 0; p < P; ++p) {
+        const BlockQ8_K& a0 = a[2 * p][b];
+        const BlockQ8_K& a1 = a[2 * p + 1][b];
+        const __m256i lo = _mm256_hadd_epi16(_mm256_maddubs_epi16(sb.lo, load256(a0.qs + 64 * j)),
+                                             _mm256_maddubs_epi16(sb.lo, load256(a1.qs + 64 * j)));
+        const __m256i hi = _mm256_hadd_epi16(_mm256_maddubs_epi16(sb.hi, load256(a0.qs + 64 * j + 32)),
+                                             _mm256_maddubs_epi16(sb.hi, load256(a1.qs + 64 * j + 32)));
+        sum[p] = _mm256_add_epi32(sum[p], _mm256_add_epi32(_mm256_madd_epi16(lo, sb.s_lo), _mm256_madd_epi16(hi, sb.s_hi)));
       }
     }
   }
 
-  // Several columns: one float accumulator per column,
-  // acc += a.d * (d * scaled_sums - dmin * k4_min_sums).
+  // Several columns, in pairs (an odd last column is paired with itself): one float
+  // accumulator per pair, acc += a.d * (d * paired_scaled_sums - dmin * k4_min_sums),
+  // with each column's lanes (see paired_scaled_sums) scaled by its own a.d.
   template <int C>
   static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
+    constexpr int P = (C + 1) / 2;
     const auto* wb = static_cast<const Block*>(w);
-    const BlockQ8_K* a[C];
-    __m256 acc[C];
-    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = _mm256_setzero_ps();
+    const BlockQ8_K* a[2 * P];
+    __m256 acc[P];
+    for (int c = 0; c < 2 * P; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c < C ? c : C - 1);
+    for (int p = 0; p < P; ++p) acc[p] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / 256; ++b) {
       prefetch_ahead(wb + b);
       const Block& x = wb[b];
       const __m256i scales_mins = k4_scales_and_mins(x.scales);
-      __m256i sum[C];
-      scaled_sums<C>(x, _mm256_broadcastsi128_si256(_mm256_castsi256_si128(scales_mins)), a, b, sum);
+      __m256i sum[P];
+      paired_scaled_sums<P>(x, _mm256_broadcastsi128_si256(_mm256_castsi256_si128(scales_mins)), a, b, sum);
       const __m256 d = _mm256_set1_ps(f16_to_f32(x.d)), dmin = _mm256_set1_ps(f16_to_f32(x.dmin));
       const __m256i mins = k4_paired_mins(_mm256_extracti128_si256(scales_mins, 1));
-      for (int c = 0; c < C; ++c) {
-        const __m256i min_sum = k4_min_sums(mins, a[c][b]);
-        const __m256 block = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(min_sum), _mm256_mul_ps(d, _mm256_cvtepi32_ps(sum[c])));
-        acc[c] = _mm256_fmadd_ps(_mm256_broadcast_ss(&a[c][b].d), block, acc[c]);
+      for (int p = 0; p < P; ++p) {
+        const BlockQ8_K& a0 = a[2 * p][b];
+        const BlockQ8_K& a1 = a[2 * p + 1][b];
+        const __m256i min_sum = _mm256_hadd_epi32(k4_min_sums(mins, a0), k4_min_sums(mins, a1));  // same lanes as sum[p]
+        const __m256 block = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(min_sum), _mm256_mul_ps(d, _mm256_cvtepi32_ps(sum[p])));
+        acc[p] = _mm256_fmadd_ps(pair_lanes(a0.d, a1.d), block, acc[p]);
       }
     }
-    for (int c = 0; c < C; ++c) out[c] = hsum(acc[c]);
+    for (int p = 0; p < P; ++p) store_pair<C>(acc[p], p, out);
   }
 
   // One column (decode), two rows at a time: block b of both rows against activation
@@ -214,7 +262,7 @@ struct DotQ45K {
         __m256i sum[2], min_sum[2];
         for (int k = 0; k < 2; ++k) {
           const __m256i sm = _mm256_cvtepu8_epi16(k == 0 ? _mm256_castsi256_si128(scales_mins) : _mm256_extracti128_si256(scales_mins, 1));
-          scaled_sums<1>(k == 0 ? x0[b] : x1[b], _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm)), &a, b, &sum[k]);
+          sum[k] = scaled_sum(k == 0 ? x0[b] : x1[b], _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm)), a[b]);
           min_sum[k] = k4_min_sums(k4_paired_mins(_mm256_extracti128_si256(sm, 1)), a[b]);
         }
         // Lanes [S0 M0 S1 M1] in each half (partial sums of the two halves).
@@ -244,45 +292,68 @@ alignas(32) constexpr uint8_t kPairMask[4][32] = {
 };
 
 struct DotQ6K {
+  // Group g of half h (elements h*128 + 32g + l): its 32 codes, from ql[32 * (g & 1) + l]
+  // (low nibble for g < 2, high otherwise) and bits 2g..2g+1 of qh[l] (the Q6_K layout),
+  // and the scales of its two 16-element sub-blocks, 8h + 2g in the low 128-bit half and
+  // 8h + 2g + 1 in the high. scales_half holds scales 8h..8h+7 in both halves.
+  struct Group {
+    __m256i q, s;
+  };
+  static Group group(const BlockQ6_K& x, __m256i qh, __m256i scales_half, int h, int g) {
+    const __m256i ql = load256(x.ql + 64 * h + 32 * (g & 1));
+    const __m256i low = _mm256_and_si256(g < 2 ? ql : _mm256_srli_epi16(ql, 4), _mm256_set1_epi8(0x0F));
+    const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), _mm256_set1_epi8(3));
+    return {_mm256_or_si256(low, _mm256_slli_epi16(high, 4)), _mm256_shuffle_epi8(scales_half, load256(kPairMask[g]))};
+  }
+  // Codes are stored +32: each column's sum starts at -32 * sum(scale * bsum).
+  static __m256i offset(__m256i scales16, const BlockQ8_K& a) { return _mm256_slli_epi32(_mm256_madd_epi16(scales16, load256(a.bsums)), 5); }
+
+  // For C = 1 each column alone; otherwise in pairs, as DotQ45K::run.
   template <int C>
   static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
+    constexpr bool kPaired = C > 1;
+    constexpr int P = kPaired ? (C + 1) / 2 : 1;  // accumulators
     const auto* wb = static_cast<const BlockQ6_K*>(w);
-    const BlockQ8_K* a[C];
-    __m256 acc[C];
-    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+    const BlockQ8_K* a[2 * P];
+    for (int c = 0; c < 2 * P; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c < C ? c : C - 1);
+    __m256 acc[P];
+    for (int p = 0; p < P; ++p) acc[p] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / 256; ++b) {
       prefetch_ahead(wb + b);
       const BlockQ6_K& x = wb[b];
-      const float d = f16_to_f32(x.d);
       const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales)));
-      // Scales 0-7 and 8-15 each broadcast to both halves, for the per-group shuffles below.
-      const __m256i scales_low = _mm256_permute4x64_epi64(scales16, 0x44), scales_high = _mm256_permute4x64_epi64(scales16, 0xEE);
-      __m256i sum[C];
-      for (int c = 0; c < C; ++c) {
-        // codes are stored +32: subtract 32 * sum(scale * bsum) at the end
-        sum[c] = _mm256_slli_epi32(_mm256_madd_epi16(scales16, load256(a[c][b].bsums)), 5);
-        sum[c] = _mm256_sub_epi32(_mm256_setzero_si256(), sum[c]);
+      // Scales 0-7 and 8-15 each broadcast to both halves, for the per-group shuffles.
+      const __m256i scales_half[2] = {_mm256_permute4x64_epi64(scales16, 0x44), _mm256_permute4x64_epi64(scales16, 0xEE)};
+      __m256i sum[P];
+      for (int p = 0; p < P; ++p) {
+        const __m256i off = kPaired ? _mm256_hadd_epi32(offset(scales16, a[2 * p][b]), offset(scales16, a[2 * p + 1][b]))
+                                    : offset(scales16, a[0][b]);
+        sum[p] = _mm256_sub_epi32(_mm256_setzero_si256(), off);
       }
       for (int h = 0; h < 2; ++h) {
         const __m256i qh = load256(x.qh + 32 * h);
         for (int g = 0; g < 4; ++g) {
-          // Group g (elements h*128 + 32g + l): ql[32 * (g & 1) + l], low nibble for g < 2 and
-          // high nibble otherwise, plus bits 2g..2g+1 of qh[l] (the Q6_K layout).
-          const __m256i ql = load256(x.ql + 64 * h + 32 * (g & 1));
-          const __m256i low = _mm256_and_si256(g < 2 ? ql : _mm256_srli_epi16(ql, 4), m4);
-          const __m256i q = _mm256_or_si256(low, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), m2), 4));
-          // Elements h*128 + 32g + [0,16) and [16,32) use scales 8h + 2g and 8h + 2g + 1.
-          const __m256i s = _mm256_shuffle_epi8(h == 0 ? scales_low : scales_high, load256(kPairMask[g]));
-          for (int c = 0; c < C; ++c) {
-            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, load256(a[c][b].qs + 128 * h + 32 * g)), s);
-            sum[c] = _mm256_add_epi32(sum[c], p);
+          const Group gr = group(x, qh, scales_half[h], h, g);
+          const int at = 128 * h + 32 * g;
+          for (int p = 0; p < P; ++p) {
+            const __m256i prod = kPaired ? _mm256_hadd_epi16(_mm256_maddubs_epi16(gr.q, load256(a[2 * p][b].qs + at)),
+                                                              _mm256_maddubs_epi16(gr.q, load256(a[2 * p + 1][b].qs + at)))
+                                         : _mm256_maddubs_epi16(gr.q, load256(a[0][b].qs + at));
+            sum[p] = _mm256_add_epi32(sum[p], _mm256_madd_epi16(prod, gr.s));
           }
         }
       }
-      for (int c = 0; c < C; ++c) acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d * a[c][b].d), _mm256_cvtepi32_ps(sum[c]), acc[c]);
+      const float d = f16_to_f32(x.d);
+      for (int p = 0; p < P; ++p) {
+        const __m256 scale = kPaired ? pair_lanes(d * a[2 * p][b].d, d * a[2 * p + 1][b].d) : _mm256_set1_ps(d * a[0][b].d);
+        acc[p] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(sum[p]), acc[p]);
+      }
     }
-    for (int c = 0; c < C; ++c) out[c] = hsum(acc[c]);
+    if constexpr (kPaired) {
+      for (int p = 0; p < P; ++p) store_pair<C>(acc[p], p, out);
+    } else {
+      out[0] = hsum(acc[0]);
+    }
   }
 };
 
