@@ -140,7 +140,8 @@ alignas(32) constexpr uint8_t kBroadcastWord[8][32] = {
 };
 
 // Column pairs in the K-format kernels: two columns' vpmaddubsw results are added in
-// adjacent pairs by vphaddw before one vpmaddwd applies the scale for both. A pair's
+// adjacent pairs by vphaddw before one vpmaddwd applies the scale for both (three
+// multiplies per 64 products instead of four). A pair's
 // vector then holds column 2p in 32-bit lanes 0-1 and 4-5 and column 2p + 1 in lanes
 // 2-3 and 6-7. Each column's lanes are summed in the same order whatever its partner.
 // [x0 x0 x1 x1 x0 x0 x1 x1]: a factor per column of a pair.
@@ -189,11 +190,8 @@ struct DotQ45K {
     return sum;
   }
 
-  // The same for P pairs of columns (a[2p], a[2p + 1]): the two columns' vpmaddubsw
-  // results are added in adjacent pairs by vphaddw (sums below 2 * 2 * 31 * 127, no
-  // overflow), so that one vpmaddwd applies the scale for both: three multiplies per
-  // 64 products instead of four. In sum[p], 32-bit lanes 0-1 and 4-5 belong to column
-  // 2p, lanes 2-3 and 6-7 to column 2p + 1.
+  // The same for P pairs of columns (a[2p], a[2p + 1]), laid out as described at
+  // pair_lanes (vphaddw sums stay below 2 * 2 * 31 * 127: no overflow).
   template <int P>
   static void paired_scaled_sums(const Block& x, __m256i scales, const BlockQ8_K* const* a, int64_t b, __m256i* sum) {
     for (int p = 0; p < P; ++p) sum[p] = _mm256_setzero_si256();

@@ -59,22 +59,14 @@ inline float hsum512(V512 v) {
 // A 256-bit vector in the low half, zeros above.
 inline V512i widen(__m256i v) { return simde_mm512_inserti64x4(simde_mm512_setzero_si512(), v, 0); }
 
-// Index vectors for vpermw: 16-bit lane i of kScalePair[j] selects 2j + i / 16, so that a
-// 64-element chunk j of a Q4_K/Q5_K block (sub-blocks 2j and 2j + 1) gets its two scales.
-struct ScaleIndex {
-  V512i pair[4];    // Q4_K/Q5_K: sub-blocks of 32
-  V512i quad[4];    // Q6_K: 16-bit lane i of quad[k] selects 4k + i / 8 (sub-blocks of 16)
-  static ScaleIndex make() {
-    ScaleIndex s;
-    for (int k = 0; k < 4; ++k) {
-      s.pair[k] = halves16(static_cast<int16_t>(2 * k), static_cast<int16_t>(2 * k + 1));
-      alignas(64) int16_t quad[32];
-      for (int i = 0; i < 32; ++i) quad[i] = static_cast<int16_t>(4 * k + i / 8);
-      s.quad[k] = load512(quad);
-    }
-    return s;
-  }
-};
+// Index vectors for vpermw: 16-bit lane i selects scale first + i / lanes_per_scale.
+// Q4_K/Q5_K chunk j (sub-blocks of 32): scale_index(2j, 16); Q6_K chunk k (sub-blocks
+// of 16): scale_index(4k, 8).
+inline V512i scale_index(int first, int lanes_per_scale) {
+  alignas(64) int16_t index[32];
+  for (int i = 0; i < 32; ++i) index[i] = static_cast<int16_t>(first + i / lanes_per_scale);
+  return load512(index);
+}
 
 template <bool kFive>
 struct DotQ45K {
@@ -89,7 +81,8 @@ struct DotQ45K {
     V512 acc[C];
     __m256 acc_min[C];
     for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = simde_mm512_setzero_ps(), acc_min[c] = _mm256_setzero_ps();
-    const ScaleIndex index = ScaleIndex::make();
+    V512i index[4];
+    for (int j = 0; j < 4; ++j) index[j] = scale_index(2 * j, 16);
     const V512i nibble_shift = halves16(0, 4);  // low nibbles in the low half, high in the high
     const V512i m4 = simde_mm512_set1_epi8(0x0F), one = simde_mm512_set1_epi8(1);
     for (int64_t b = 0; b < n / 256; ++b) {
@@ -99,15 +92,17 @@ struct DotQ45K {
       const V512i scales = simde_mm512_castsi256_si512(scales_mins);  // lanes 0-7; vpermw reads no others
       V512i sum[C];
       for (int c = 0; c < C; ++c) sum[c] = simde_mm512_setzero_si512();
+      V512i qh = simde_mm512_setzero_si512();  // Q5_K's fifth bits
+      if constexpr (kFive) qh = broadcast256(x.qh);
       for (int j = 0; j < 4; ++j) {
         // Chunk j is elements 64j..64j+63: the low nibbles of qs[32j..] then their high nibbles.
         V512i q = simde_mm512_and_si512(simde_mm512_srlv_epi16(broadcast256(x.qs + 32 * j), nibble_shift), m4);
         if constexpr (kFive) {  // bit 2j of qh[l] for the first 32, bit 2j + 1 for the next
           const V512i shift = halves16(static_cast<int16_t>(2 * j), static_cast<int16_t>(2 * j + 1));
-          const V512i high = simde_mm512_and_si512(simde_mm512_srlv_epi16(broadcast256(x.qh), shift), one);
+          const V512i high = simde_mm512_and_si512(simde_mm512_srlv_epi16(qh, shift), one);
           q = simde_mm512_or_si512(q, simde_mm512_slli_epi16(high, 4));
         }
-        const V512i s = simde_mm512_permutexvar_epi16(index.pair[j], scales);
+        const V512i s = simde_mm512_permutexvar_epi16(index[j], scales);
         for (int c = 0; c < C; ++c) {
           sum[c] = simde_mm512_dpwssd_epi32(sum[c], simde_mm512_maddubs_epi16(q, load512(a[c][b].qs + 64 * j)), s);
         }
@@ -130,7 +125,8 @@ struct DotQ6K {
     const BlockQ8_K* a[C];
     V512 acc[C];
     for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = simde_mm512_setzero_ps();
-    const ScaleIndex index = ScaleIndex::make();
+    V512i index[4];
+    for (int k = 0; k < 4; ++k) index[k] = scale_index(4 * k, 8);
     const V512i m4 = simde_mm512_set1_epi8(0x0F), m2 = simde_mm512_set1_epi8(3);
     for (int64_t b = 0; b < n / 256; ++b) {
       prefetch_ahead(wb + b);
@@ -153,7 +149,7 @@ struct DotQ6K {
           const V512i shift = halves16(static_cast<int16_t>(4 * p), static_cast<int16_t>(4 * p + 2));
           const V512i high = simde_mm512_and_si512(simde_mm512_srlv_epi16(qh, shift), m2);
           const V512i q = simde_mm512_or_si512(low, simde_mm512_slli_epi16(high, 4));
-          const V512i s = simde_mm512_permutexvar_epi16(index.quad[2 * h + p], scales);
+          const V512i s = simde_mm512_permutexvar_epi16(index[2 * h + p], scales);
           for (int c = 0; c < C; ++c) {
             sum[c] = simde_mm512_dpwssd_epi32(sum[c], simde_mm512_maddubs_epi16(q, load512(a[c][b].qs + 128 * h + 64 * p)), s);
           }

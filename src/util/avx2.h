@@ -43,8 +43,9 @@ inline __m256 exp8(__m256 x) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
   p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
   // n is in [-126, 128]: 2^n as n + 127 in the exponent field, in two steps so that n = 128 fits.
-  const __m256i half_n = _mm256_srai_epi32(_mm256_cvtps_epi32(n), 1);
-  const __m256i rest = _mm256_sub_epi32(_mm256_cvtps_epi32(n), half_n);
+  const __m256i n_int = _mm256_cvtps_epi32(n);
+  const __m256i half_n = _mm256_srai_epi32(n_int, 1);
+  const __m256i rest = _mm256_sub_epi32(n_int, half_n);
   const __m256 two_half = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half_n, _mm256_set1_epi32(127)), 23));
   const __m256 two_rest = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(rest, _mm256_set1_epi32(127)), 23));
   const __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, two_half), two_rest);
