@@ -137,6 +137,7 @@ void write_svg(const std::string& path, const BenchArgs& a, const std::vector<ru
 }
 
 void run(BenchArgs& a) {
+  quant::active_kernels();  // an unusable EPQ_KERNELS fails here, not in every child
   if (a.options.prompt.empty()) a.options.prompt = kDefaultPrompt;
   std::string reason;
   if (a.options.probe_disk && !pager::direct_io_works(a.options.model, &reason)) a.options.probe_disk = false;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "models/resident_experts.h"
+#include "quant/dot.h"
 #include "runtime/resident_loader.h"
 #include "util/error.h"
 #include "util/format.h"
@@ -25,6 +26,7 @@ EngineOptions resolve(EngineOptions o) {
   if (o.n_batch < 1) fail("--batch must be at least 1, got {}", o.n_batch);
   if (o.n_threads <= 0) o.n_threads = physical_core_count();
   if (!o.ram_budget) o.ram_budget = budget_from_environment();
+  quant::active_kernels();  // an unusable EPQ_KERNELS fails before the model loads (serve: before it listens)
   return o;
 }
 

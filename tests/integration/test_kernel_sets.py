@@ -35,6 +35,13 @@ class KernelSets(unittest.TestCase):
         self.assertEqual(proc.returncode, 1)
         self.assertEqual(proc.stderr.strip().splitlines(),
                          ["epq: error: EPQ_KERNELS=neon: not available on this CPU (choose scalar, avx2 or avx512)"])
+        # Commands that load a model refuse before loading it; serve before it listens.
+        model = synth("tiny.gguf", "--preset", "tiny", "--layers", "2")
+        for args in (["run", "-m", model, "-p", "hi", "-n", "1"], ["serve", "-m", model, "--port", "18997"]):
+            proc = run(*args, check=False, timeout=60, env=with_kernels("neon"))
+            self.assertEqual(proc.returncode, 1, args)
+            self.assertEqual(proc.stderr.strip().splitlines()[-1],
+                             "epq: error: EPQ_KERNELS=neon: not available on this CPU (choose scalar, avx2 or avx512)")
         has_avx512 = "VNNI: yes" in run("--version", env=default_env()).stdout
         proc = run("--version", check=False, env=with_kernels("avx512"))
         if has_avx512:
