@@ -190,6 +190,7 @@ void register_all() {
     benchmark::RegisterBenchmark((std::string("Matmul/") + epq::quant::name(t)).c_str(), BM_Matmul, t)
         ->ArgName("tokens")
         ->Arg(1)
+        ->Arg(4)->Arg(5)->Arg(6)->Arg(7)
         ->Arg(8)
         ->Arg(64)
         ->Unit(benchmark::kMicrosecond)

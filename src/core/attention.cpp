@@ -17,34 +17,32 @@ constexpr int64_t kKeyPrefetchRows = 8;     // a row's scores take ~100 cycles
 constexpr int64_t kValuePrefetchRows = 32;  // a row's 8 dimensions take a few cycles
 constexpr int kHalvesPerLine = 32;
 
-// p[j] = e^(p[j] - max) / sum over j of the same, 8 positions at a time (the sum in double).
-void softmax_in_place(float* p, int64_t n, float max) {
-  const __m256 m = _mm256_set1_ps(max);
-  __m256d sum = _mm256_setzero_pd();
-  for (int64_t j = 0; j < n; j += 8) {
-    const int64_t lanes = std::min<int64_t>(8, n - j);
-    alignas(32) float x[8];
-    std::fill(x, x + 8, -INFINITY);  // e^-inf = 0: lanes past the end add nothing
-    std::copy(p + j, p + j + lanes, x);
-    const __m256 e = exp8(_mm256_sub_ps(_mm256_load_ps(x), m));
-    _mm256_store_ps(x, e);
-    std::copy(x, x + lanes, p + j);
-    sum = _mm256_add_pd(sum, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(e)), _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1))));
-  }
-  const __m128d pairs = _mm_add_pd(_mm256_castpd256_pd128(sum), _mm256_extractf128_pd(sum, 1));
-  const float inv = static_cast<float>(1.0 / _mm_cvtsd_f64(_mm_add_sd(pairs, _mm_unpackhi_pd(pairs, pairs))));
-  for (int64_t j = 0; j < n; ++j) p[j] *= inv;
+// Lane i holds the sum of the 8 lanes of v[i], for i < G (G = 1, 2, 4 or 8); lanes from
+// G on are not meaningful. Each sum is ((0+1)+(2+3))+((4+5)+(6+7)) whatever G.
+template <int G>
+__m256 lane_sums(const __m256* v) {
+  auto at = [&](int i) { return v[i % G]; };
+  const __m256 s0123 = _mm256_hadd_ps(_mm256_hadd_ps(at(0), at(1)), _mm256_hadd_ps(at(2), at(3)));
+  const __m256 s4567 = _mm256_hadd_ps(_mm256_hadd_ps(at(4), at(5)), _mm256_hadd_ps(at(6), at(7)));
+  return _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20), _mm256_permute2f128_ps(s0123, s4567, 0x31));
+}
+
+// A mask of the first G of 8 lanes.
+template <int G>
+__m256i first_lanes() {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(G), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 // Attention of one query token for G query heads that share a KV head: q and out hold G
 // heads of D floats; k and v point at the KV head's first cache row. Every K and V row
 // is read once for all G heads, and the accumulators (G per pass) stay in registers.
-// Per head, the arithmetic is the same as computing that head alone.
+// scores holds position j's G scores at j * G; head i's arithmetic happens in lane i
+// and is the same whatever G.
 template <int G>
 void attend(const float* q, const uint16_t* k, const uint16_t* v, size_t kv_stride, int D, int64_t n_pos, float scale,
             float* scores, float* out) {
-  float max[G];
-  std::fill(max, max + G, -INFINITY);
+  const __m256i heads = first_lanes<G>();
+  __m256 max = _mm256_set1_ps(-INFINITY);
   for (int64_t j = 0; j < n_pos; ++j) {
     const uint16_t* kj = k + static_cast<size_t>(j) * kv_stride;
     prefetch_lines(k + static_cast<size_t>(std::min(j + kKeyPrefetchRows, n_pos - 1)) * kv_stride, static_cast<size_t>(D) * sizeof(uint16_t));
@@ -54,13 +52,24 @@ void attend(const float* q, const uint16_t* k, const uint16_t* v, size_t kv_stri
       const __m256 kv = load_f16(kj + d);
       for (int i = 0; i < G; ++i) acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(q + i * D + d), kv, acc[i]);
     }
-    for (int i = 0; i < G; ++i) {
-      scores[i * n_pos + j] = hsum(acc[i]) * scale;
-      max[i] = std::max(max[i], scores[i * n_pos + j]);
-    }
+    const __m256 s = _mm256_mul_ps(lane_sums<G>(acc), _mm256_set1_ps(scale));
+    _mm256_maskstore_ps(scores + j * G, heads, s);
+    max = _mm256_max_ps(max, s);
   }
-  for (int i = 0; i < G; ++i) softmax_in_place(scores + i * n_pos, n_pos, max[i]);
-  // The weighted sum of V, 8 dimensions at a time over all positions.
+  // e^(score - max) in place, and its sum over positions in double.
+  __m256d sum_low = _mm256_setzero_pd(), sum_high = _mm256_setzero_pd();
+  for (int64_t j = 0; j < n_pos; ++j) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_maskload_ps(scores + j * G, heads), max));
+    _mm256_maskstore_ps(scores + j * G, heads, e);
+    sum_low = _mm256_add_pd(sum_low, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    sum_high = _mm256_add_pd(sum_high, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  }
+  alignas(32) double sums[8];
+  _mm256_store_pd(sums, sum_low);
+  _mm256_store_pd(sums + 4, sum_high);
+  float inv[G];
+  for (int i = 0; i < G; ++i) inv[i] = static_cast<float>(1.0 / sums[i]);
+  // The weighted sum of V, 8 dimensions at a time over all positions, then / the sum.
   for (int d = 0; d < D; d += 8) {
     __m256 acc[G];
     for (int i = 0; i < G; ++i) acc[i] = _mm256_setzero_ps();
@@ -70,9 +79,9 @@ void attend(const float* q, const uint16_t* k, const uint16_t* v, size_t kv_stri
         prefetch_lines(v + ahead * kv_stride + d, 1);  // the line holding dimensions d..d+31
       }
       const __m256 vv = load_f16(v + static_cast<size_t>(j) * kv_stride + d);
-      for (int i = 0; i < G; ++i) acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(scores + i * n_pos + j), vv, acc[i]);
+      for (int i = 0; i < G; ++i) acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(scores + j * G + i), vv, acc[i]);
     }
-    for (int i = 0; i < G; ++i) _mm256_storeu_ps(out + i * D + d, acc[i]);
+    for (int i = 0; i < G; ++i) _mm256_storeu_ps(out + i * D + d, _mm256_mul_ps(acc[i], _mm256_set1_ps(inv[i])));
   }
 }
 

@@ -272,7 +272,7 @@ void Qwen3Moe::attention_block(State& s, const LayerWeights& L, int layer, Threa
   const MatmulJob out[] = {{&L.wo, s.input.data(quant::activation_format(L.wo.type)), s.input.stride(quant::activation_format(L.wo.type)), T,
                             s.tmp.as<float>(), static_cast<size_t>(E)}};
   run_matmuls(pool, out);
-  for (int64_t i = 0; i < T * E; ++i) x[i] += s.tmp.as<float>()[i];
+  ops::add(x, s.tmp.as<float>(), T * E);
 }
 
 void Qwen3Moe::moe_block(State& s, const LayerWeights& L, int layer, ExpertSource& experts, ThreadPool& pool, int64_t T,
@@ -365,17 +365,12 @@ void Qwen3Moe::moe_block(State& s, const LayerWeights& L, int layer, ExpertSourc
   for (size_t a = 0; a < assignments.size(); ++a) row_of[static_cast<size_t>(assignments[a].token * K + assignments[a].slot)] = static_cast<int>(a);
   pool.run(T, [&](int64_t t, int) {
     float* out = s.tmp.as<float>() + t * E;
+    std::fill_n(out, E, 0.0f);
     for (int64_t j = 0; j < K; ++j) {
       const size_t a = static_cast<size_t>(row_of[static_cast<size_t>(t * K + j)]);
-      const float w = assignments[a].weight;
-      const float* y = s.down_out.as<float>() + a * E;
-      if (j == 0) {
-        for (int64_t i = 0; i < E; ++i) out[i] = y[i] * w;
-      } else {
-        for (int64_t i = 0; i < E; ++i) out[i] += y[i] * w;
-      }
+      ops::add_scaled(out, s.down_out.as<float>() + a * E, assignments[a].weight, E);
     }
-    for (int64_t i = 0; i < E; ++i) x[t * E + i] += out[i];
+    ops::add(x + t * E, out, E);
   });
 }
 

@@ -155,6 +155,37 @@ inline void store_pair(__m256 acc, int p, float* out) {
   if (2 * p + 1 < C) out[2 * p + 1] = _mm_cvtss_f32(_mm_movehdup_ps(cols));
 }
 
+// Row pairs in the K-format prompt kernels (DotQ45K::matmul): the first row in a
+// vector's low 128-bit half, the second in its high half.
+// 16 bytes of each row, at p of the first and q of the second.
+inline __m256i row_pair_load(const uint8_t* p, const uint8_t* q) {
+  return _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(q), reinterpret_cast<const __m128i*>(p));
+}
+// 16 bytes at p in both halves.
+inline __m256i broadcast128(const void* p) { return _mm256_broadcastsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(p))); }
+// Masks for k4_scales_and_mins_x2's bytes: scale k of each row in all of its half's 16-bit lanes.
+alignas(32) constexpr uint8_t kRowPairScale[8][32] = {
+#define EPQ_SCALE(k) {k, 0x80, k, 0x80, k, 0x80, k, 0x80, k, 0x80, k, 0x80, k, 0x80, k, 0x80, \
+                      k, 0x80, k, 0x80, k, 0x80, k, 0x80, k, 0x80, k, 0x80, k, 0x80, k, 0x80}
+    EPQ_SCALE(0), EPQ_SCALE(1), EPQ_SCALE(2), EPQ_SCALE(3), EPQ_SCALE(4), EPQ_SCALE(5), EPQ_SCALE(6), EPQ_SCALE(7)
+#undef EPQ_SCALE
+};
+// Mins 4h..4h+3 of each row, each in two 16-bit lanes: against bsums 8h..8h+7, vpmaddwd
+// gives min[j] * (bsums[2j] + bsums[2j + 1]).
+alignas(32) constexpr uint8_t kRowPairMins[2][32] = {
+#define EPQ_MINS(m) {m, 0x80, m, 0x80, m + 1, 0x80, m + 1, 0x80, m + 2, 0x80, m + 2, 0x80, m + 3, 0x80, m + 3, 0x80, \
+                     m, 0x80, m, 0x80, m + 1, 0x80, m + 1, 0x80, m + 2, 0x80, m + 2, 0x80, m + 3, 0x80, m + 3, 0x80}
+    EPQ_MINS(8), EPQ_MINS(12)
+#undef EPQ_MINS
+};
+// Rows r (lanes 0-3) and r + 1 (lanes 4-7, if it is one of the n_rows) of a column: out[r], out[r + 1].
+inline void store_row_pair(__m256 acc, int64_t r, int64_t n_rows, float* out) {
+  const __m128 first = _mm256_castps256_ps128(acc), second = _mm256_extractf128_ps(acc, 1);
+  const __m128 sums = _mm_hadd_ps(_mm_hadd_ps(first, second), _mm_setzero_ps());  // [first, second, 0, 0]
+  out[r] = _mm_cvtss_f32(sums);
+  if (r + 1 < n_rows) out[r + 1] = _mm_cvtss_f32(_mm_movehdup_ps(sums));
+}
+
 template <bool kFive>
 struct DotQ45K {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
@@ -237,6 +268,68 @@ struct DotQ45K {
       }
     }
     for (int p = 0; p < P; ++p) store_pair<C>(acc[p], p, out);
+  }
+
+  // Several columns, two rows at a time (for C >= 2). Each vector holds the first row in
+  // its low 128-bit half and the second in its high half: one vpmaddubsw multiplies 16
+  // codes of each row by the same 16 activations (broadcast to both halves), vpaddw
+  // adds a sub-block's two such products, and one vpmaddwd applies each row's scale to
+  // its half. Per column and block, 32-bit lanes 0-3 sum the first row and 4-7 the
+  // second, in the same order whatever the partner (an odd last row is paired with itself).
+  template <int C>
+  static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
+                     size_t out_stride) {
+    const BlockQ8_K* a[C];
+    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t r = 0; r < n_rows; r += 2) {
+      const auto* x0 = reinterpret_cast<const Block*>(w + static_cast<size_t>(r) * row_bytes);
+      const auto* x1 = reinterpret_cast<const Block*>(w + static_cast<size_t>(std::min(r + 1, n_rows - 1)) * row_bytes);
+      __m256 acc[C];
+      for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+      for (int64_t b = 0; b < n / 256; ++b) {
+        prefetch_lines(reinterpret_cast<const char*>(x0 + 2 * b) + kPrefetchBytes, 2 * sizeof(Block));
+        const __m256i scales_mins = k4_scales_and_mins_x2(x0[b].scales, x1[b].scales);
+        __m256i sum[C];
+        for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
+        for (int j = 0; j < 4; ++j) {
+          // Elements 0-15 and 16-31 of sub-blocks 2j (low nibbles) and 2j + 1 (high).
+          const __m256i first = row_pair_load(x0[b].qs + 32 * j, x1[b].qs + 32 * j);
+          const __m256i second = row_pair_load(x0[b].qs + 32 * j + 16, x1[b].qs + 32 * j + 16);
+          for (int h = 0; h < 2; ++h) {
+            const int k = 2 * j + h;  // the sub-block
+            __m256i q0 = _mm256_and_si256(h == 0 ? first : _mm256_srli_epi16(first, 4), m4);
+            __m256i q1 = _mm256_and_si256(h == 0 ? second : _mm256_srli_epi16(second, 4), m4);
+            if constexpr (kFive) {
+              q0 = _mm256_or_si256(q0, _mm256_slli_epi16(bit_of_bytes(row_pair_load(x0[b].qh, x1[b].qh), k), 4));
+              q1 = _mm256_or_si256(q1, _mm256_slli_epi16(bit_of_bytes(row_pair_load(x0[b].qh + 16, x1[b].qh + 16), k), 4));
+            }
+            const __m256i scale = _mm256_shuffle_epi8(scales_mins, load256(kRowPairScale[k]));
+            for (int c = 0; c < C; ++c) {
+              const int8_t* aq = a[c][b].qs + 32 * k;
+              const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(q0, broadcast128(aq)), _mm256_maddubs_epi16(q1, broadcast128(aq + 16)));
+              sum[c] = _mm256_add_epi32(sum[c], _mm256_madd_epi16(p, scale));
+            }
+          }
+        }
+        // [d, dmin] of both rows, each in its row's half.
+        uint32_t dm0, dm1;
+        std::memcpy(&dm0, &x0[b].d, 4);
+        std::memcpy(&dm1, &x1[b].d, 4);
+        const __m256 dm = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(dm0)), static_cast<int>(dm1), 1)));
+        const __m256 d = _mm256_permutevar8x32_ps(dm, _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2));
+        const __m256 dmin = _mm256_permutevar8x32_ps(dm, _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3));
+        const __m256i mins_low = _mm256_shuffle_epi8(scales_mins, load256(kRowPairMins[0]));
+        const __m256i mins_high = _mm256_shuffle_epi8(scales_mins, load256(kRowPairMins[1]));
+        for (int c = 0; c < C; ++c) {
+          const __m256i min_sum = _mm256_add_epi32(_mm256_madd_epi16(mins_low, broadcast128(a[c][b].bsums)),
+                                                   _mm256_madd_epi16(mins_high, broadcast128(a[c][b].bsums + 8)));
+          const __m256 block = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(min_sum), _mm256_mul_ps(d, _mm256_cvtepi32_ps(sum[c])));
+          acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(a[c][b].d), block, acc[c]);
+        }
+      }
+      for (int c = 0; c < C; ++c) store_row_pair(acc[c], r, n_rows, out + static_cast<size_t>(c) * out_stride);
+    }
   }
 
   // One column (decode), two rows at a time: block b of both rows against activation

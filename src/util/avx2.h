@@ -16,6 +16,12 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// The sum of the 4 lanes.
+inline double hsum(__m256d v) {
+  const __m128d pairs = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(pairs, _mm_unpackhi_pd(pairs, pairs)));
+}
+
 // Asks for the cache lines of [p, p + bytes) (into L1).
 inline void prefetch_lines(const void* p, size_t bytes) {
   for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(static_cast<const char*>(p) + off, _MM_HINT_T0);

@@ -1,0 +1,108 @@
+// Causal grouped-query attention (core/attention.h) against double-precision math, and
+// each head's result against the same head computed alone or on another thread count.
+#include "core/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "quant/float_bits.h"
+
+namespace epq {
+namespace {
+
+constexpr int kDim = 64;
+
+struct Cache {
+  std::vector<float> k, v;        // [positions][n_head_kv][kDim], the values the F16 cache holds
+  std::vector<uint16_t> k16, v16;  // the same in F16
+};
+
+Cache random_cache(int64_t positions, int n_head_kv, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0, 1);
+  Cache c;
+  for (int64_t i = 0; i < positions * n_head_kv * kDim; ++i) {
+    c.k16.push_back(quant::f32_to_f16(normal(rng)));
+    c.v16.push_back(quant::f32_to_f16(normal(rng)));
+    c.k.push_back(quant::f16_to_f32(c.k16.back()));
+    c.v.push_back(quant::f16_to_f32(c.v16.back()));
+  }
+  return c;
+}
+
+std::vector<float> random_queries(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0, 1);
+  std::vector<float> q(static_cast<size_t>(n));
+  for (float& x : q) x = normal(rng);
+  return q;
+}
+
+std::vector<float> run(int threads, const AttentionShape& s, const std::vector<float>& q, const Cache& c, const std::vector<int32_t>& pos,
+                       int64_t max_positions) {
+  ThreadPool pool(threads);
+  std::vector<float> out(q.size()), scratch(static_cast<size_t>(threads * max_positions * kAttentionScoresPerPosition));
+  attention(pool, s, q.data(), c.k16.data(), c.v16.data(), pos.data(), static_cast<int64_t>(pos.size()), out.data(), scratch.data(),
+            max_positions);
+  return out;
+}
+
+// Query heads sharing a KV head are computed 8, 4, 2 or 1 at a time: group sizes 16, 4, 2 and 3.
+TEST(Attention, MatchesDoubleMathForEveryGroupSize) {
+  const int64_t n_pos = 37;
+  for (int group : {16, 4, 2, 3}) {
+    const int n_head_kv = 2, n_head = group * n_head_kv;
+    const AttentionShape s{n_head, n_head_kv, kDim, 0.125f};
+    const Cache c = random_cache(n_pos, n_head_kv, 1);
+    const std::vector<int32_t> pos = {0, 5, 36};  // the first, a middle and the last position
+    const std::vector<float> q = random_queries(static_cast<int64_t>(pos.size()) * n_head * kDim, 2);
+    const std::vector<float> out = run(2, s, q, c, pos, n_pos);
+    for (size_t t = 0; t < pos.size(); ++t) {
+      for (int h = 0; h < n_head; ++h) {
+        const int g = h / group;
+        const float* qh = q.data() + (t * n_head + h) * kDim;
+        std::vector<double> w(static_cast<size_t>(pos[t] + 1));
+        double max = -INFINITY, sum = 0;
+        for (int32_t j = 0; j <= pos[t]; ++j) {
+          double dot = 0;
+          for (int d = 0; d < kDim; ++d) dot += double{qh[d]} * c.k[(j * n_head_kv + g) * kDim + d];
+          w[j] = dot * s.scale;
+          max = std::max(max, w[j]);
+        }
+        for (double& x : w) sum += x = std::exp(x - max);
+        for (int d = 0; d < kDim; ++d) {
+          double expect = 0;
+          for (int32_t j = 0; j <= pos[t]; ++j) expect += w[j] / sum * c.v[(j * n_head_kv + g) * kDim + d];
+          ASSERT_NEAR(out[(t * n_head + h) * kDim + d], expect, 1e-5) << "group " << group << ", token " << t << ", head " << h;
+        }
+      }
+    }
+  }
+}
+
+TEST(Attention, HeadAloneOrInAGroupAndAnyThreadCountGiveTheSameBits) {
+  const int64_t n_pos = 29;
+  const int group = 8;
+  const Cache c = random_cache(n_pos, 1, 3);
+  const std::vector<int32_t> pos = {28, 3, 17};
+  const std::vector<float> q = random_queries(static_cast<int64_t>(pos.size()) * group * kDim, 4);
+  const AttentionShape grouped{group, 1, kDim, 0.2f};
+  const std::vector<float> together = run(1, grouped, q, c, pos, n_pos);
+  ASSERT_EQ(run(2, grouped, q, c, pos, n_pos), together);
+  for (int h = 0; h < group; ++h) {
+    std::vector<float> qh;
+    for (size_t t = 0; t < pos.size(); ++t) qh.insert(qh.end(), q.begin() + (t * group + h) * kDim, q.begin() + (t * group + h + 1) * kDim);
+    const std::vector<float> alone = run(1, {1, 1, kDim, 0.2f}, qh, c, pos, n_pos);
+    for (size_t t = 0; t < pos.size(); ++t) {
+      ASSERT_EQ(std::memcmp(alone.data() + t * kDim, together.data() + (t * group + h) * kDim, kDim * sizeof(float)), 0)
+          << "head " << h << " of token " << t << " depends on the heads computed with it";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace epq

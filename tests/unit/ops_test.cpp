@@ -1,0 +1,71 @@
+// The forward pass's element-wise ops (core/ops.h) against plain scalar or double-precision math.
+#include "core/ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace epq {
+namespace {
+
+std::vector<float> normal_values(int64_t n, float sigma, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0, sigma);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+TEST(RmsNorm, MatchesDoubleMathForEveryLengthAndInPlace) {
+  for (int64_t n : {1, 7, 8, 9, 128, 2051}) {
+    const std::vector<float> x = normal_values(n, 3, 1), weight = normal_values(n, 1, 2);
+    double sum = 0;
+    for (float v : x) sum += double{v} * v;
+    const double scale = 1 / std::sqrt(sum / static_cast<double>(n) + 1e-6);
+    std::vector<float> out(x.size()), in_place = x;
+    ops::rms_norm(x.data(), weight.data(), 1e-6f, n, out.data());
+    ops::rms_norm(in_place.data(), weight.data(), 1e-6f, n, in_place.data());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double expect = x[i] * scale * weight[i];
+      ASSERT_NEAR(out[i], expect, 1e-6 * std::fabs(expect) + 1e-30) << "n = " << n << ", i = " << i;
+      ASSERT_EQ(out[i], in_place[i]) << "n = " << n << ", i = " << i;
+    }
+  }
+}
+
+TEST(Swiglu, MatchesDoubleMathForEveryLengthAndInPlace) {
+  for (int64_t n : {1, 5, 8, 13, 768}) {
+    std::vector<float> gate = normal_values(n, 4, 3);
+    const std::vector<float> up = normal_values(n, 1, 4);
+    gate[0] = -100;  // e^100 overflows: silu is -0
+    if (n > 1) gate[1] = 100;  // e^-100 underflows: silu is the gate itself
+    std::vector<float> out(gate.size()), in_place = gate;
+    ops::swiglu(gate.data(), up.data(), n, out.data());
+    ops::swiglu(in_place.data(), up.data(), n, in_place.data());
+    for (size_t i = 0; i < gate.size(); ++i) {
+      const double g = gate[i];
+      const double expect = g / (1 + std::exp(-g)) * up[i];
+      ASSERT_NEAR(out[i], expect, 4e-7 * std::fabs(expect) + 1e-30) << "n = " << n << ", gate = " << g;
+      ASSERT_EQ(out[i], in_place[i]) << "n = " << n << ", i = " << i;
+    }
+  }
+}
+
+TEST(AddAndAddScaled, EqualTheScalarArithmeticForEveryLength) {
+  for (int64_t n : {1, 7, 8, 9, 2051}) {
+    const std::vector<float> x = normal_values(n, 2, 5), y = normal_values(n, 2, 6);
+    std::vector<float> sum = x, scaled = x;
+    ops::add(sum.data(), y.data(), n);
+    ops::add_scaled(scaled.data(), y.data(), 0.37f, n);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float product = y[i] * 0.37f;
+      ASSERT_EQ(sum[i], x[i] + y[i]) << "n = " << n << ", i = " << i;
+      ASSERT_EQ(scaled[i], x[i] + product) << "n = " << n << ", i = " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace epq
