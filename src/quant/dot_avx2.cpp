@@ -130,33 +130,8 @@ struct Dot32 {
 
 // ---- 256-element formats against BlockQ8_K activations ----
 
-// Shuffle masks that broadcast 16-bit lane k of a 128-bit half to a whole register.
-alignas(32) constexpr uint8_t kBroadcastWord[8][32] = {
-#define EPQ_WORD(k) {2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, \
-                     2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, \
-                     2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1}
-    EPQ_WORD(0), EPQ_WORD(1), EPQ_WORD(2), EPQ_WORD(3), EPQ_WORD(4), EPQ_WORD(5), EPQ_WORD(6), EPQ_WORD(7)
-#undef EPQ_WORD
-};
-
-// Column pairs in the K-format kernels: two columns' vpmaddubsw results are added in
-// adjacent pairs by vphaddw before one vpmaddwd applies the scale for both (three
-// multiplies per 64 products instead of four). A pair's
-// vector then holds column 2p in 32-bit lanes 0-1 and 4-5 and column 2p + 1 in lanes
-// 2-3 and 6-7. Each column's lanes are summed in the same order whatever its partner.
-// [x0 x0 x1 x1 x0 x0 x1 x1]: a factor per column of a pair.
-inline __m256 pair_lanes(float x0, float x1) { return _mm256_setr_ps(x0, x0, x1, x1, x0, x0, x1, x1); }
-// Writes the two columns of pair p (the second only if it is one of the C columns).
-template <int C>
-inline void store_pair(__m256 acc, int p, float* out) {
-  const __m128 halves = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));  // [c0 c0 c1 c1]
-  const __m128 cols = _mm_hadd_ps(halves, halves);                                                // [c0 c1 ..]
-  out[2 * p] = _mm_cvtss_f32(cols);
-  if (2 * p + 1 < C) out[2 * p + 1] = _mm_cvtss_f32(_mm_movehdup_ps(cols));
-}
-
-// Row pairs in the K-format prompt kernels (DotQ45K::matmul): the first row in a
-// vector's low 128-bit half, the second in its high half.
+// Row pairs in the Q4_K/Q5_K kernel (DotQ45K::matmul): the first row in a vector's low
+// 128-bit half, the second in its high half.
 // 16 bytes of each row, at p of the first and q of the second.
 inline __m256i row_pair_load(const uint8_t* p, const uint8_t* q) {
   return _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(q), reinterpret_cast<const __m128i*>(p));
@@ -190,92 +165,14 @@ template <bool kFive>
 struct DotQ45K {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
 
-  // Sub-blocks 2j and 2j + 1 of block x: their 32 codes each, and their scales in every
-  // 16-bit lane. `scales` holds the eight 6-bit scales in both 128-bit halves.
-  struct SubBlockPair {
-    __m256i lo, hi, s_lo, s_hi;
-  };
-  static SubBlockPair sub_block_pair(const Block& x, __m256i scales, int j) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256i bits = load256(x.qs + 32 * j);
-    SubBlockPair p{_mm256_and_si256(bits, m4), _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4),
-                   _mm256_shuffle_epi8(scales, load256(kBroadcastWord[2 * j])),
-                   _mm256_shuffle_epi8(scales, load256(kBroadcastWord[2 * j + 1]))};
-    if constexpr (kFive) {
-      const __m256i high = load256(x.qh);
-      p.lo = _mm256_or_si256(p.lo, _mm256_slli_epi16(bit_of_bytes(high, 2 * j), 4));
-      p.hi = _mm256_or_si256(p.hi, _mm256_slli_epi16(bit_of_bytes(high, 2 * j + 1), 4));
-    }
-    return p;
-  }
-
-  // Sum over sub-blocks j of scale[j] * (codes_j . a.qs_j): 8 int32 lanes to be added.
-  static __m256i scaled_sum(const Block& x, __m256i scales, const BlockQ8_K& a) {
-    __m256i sum = _mm256_setzero_si256();
-    for (int j = 0; j < 4; ++j) {
-      const SubBlockPair p = sub_block_pair(x, scales, j);
-      const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(p.lo, load256(a.qs + 64 * j)), p.s_lo);
-      const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(p.hi, load256(a.qs + 64 * j + 32)), p.s_hi);
-      sum = _mm256_add_epi32(sum, _mm256_add_epi32(p_lo, p_hi));
-    }
-    return sum;
-  }
-
-  // The same for P pairs of columns (a[2p], a[2p + 1]), laid out as described at
-  // pair_lanes (vphaddw sums stay below 2 * 2 * 31 * 127: no overflow).
-  template <int P>
-  static void paired_scaled_sums(const Block& x, __m256i scales, const BlockQ8_K* const* a, int64_t b, __m256i* sum) {
-    for (int p = 0; p < P; ++p) sum[p] = _mm256_setzero_si256();
-    for (int j = 0; j < 4; ++j) {
-      const SubBlockPair sb = sub_block_pair(x, scales, j);
-      for (int p = 0; p < P; ++p) {
-        const BlockQ8_K& a0 = a[2 * p][b];
-        const BlockQ8_K& a1 = a[2 * p + 1][b];
-        const __m256i lo = _mm256_hadd_epi16(_mm256_maddubs_epi16(sb.lo, load256(a0.qs + 64 * j)),
-                                             _mm256_maddubs_epi16(sb.lo, load256(a1.qs + 64 * j)));
-        const __m256i hi = _mm256_hadd_epi16(_mm256_maddubs_epi16(sb.hi, load256(a0.qs + 64 * j + 32)),
-                                             _mm256_maddubs_epi16(sb.hi, load256(a1.qs + 64 * j + 32)));
-        sum[p] = _mm256_add_epi32(sum[p], _mm256_add_epi32(_mm256_madd_epi16(lo, sb.s_lo), _mm256_madd_epi16(hi, sb.s_hi)));
-      }
-    }
-  }
-
-  // Several columns, in pairs (an odd last column is paired with itself): one float
-  // accumulator per pair, acc += a.d * (d * paired_scaled_sums - dmin * k4_min_sums),
-  // with each column's lanes (see paired_scaled_sums) scaled by its own a.d.
-  template <int C>
-  static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
-    constexpr int P = (C + 1) / 2;
-    const auto* wb = static_cast<const Block*>(w);
-    const BlockQ8_K* a[2 * P];
-    __m256 acc[P];
-    for (int c = 0; c < 2 * P; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c < C ? c : C - 1);
-    for (int p = 0; p < P; ++p) acc[p] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / 256; ++b) {
-      prefetch_ahead(wb + b);
-      const Block& x = wb[b];
-      const __m256i scales_mins = k4_scales_and_mins(x.scales);
-      __m256i sum[P];
-      paired_scaled_sums<P>(x, _mm256_broadcastsi128_si256(_mm256_castsi256_si128(scales_mins)), a, b, sum);
-      const __m256 d = _mm256_set1_ps(f16_to_f32(x.d)), dmin = _mm256_set1_ps(f16_to_f32(x.dmin));
-      const __m256i mins = k4_paired_mins(_mm256_extracti128_si256(scales_mins, 1));
-      for (int p = 0; p < P; ++p) {
-        const BlockQ8_K& a0 = a[2 * p][b];
-        const BlockQ8_K& a1 = a[2 * p + 1][b];
-        const __m256i min_sum = _mm256_hadd_epi32(k4_min_sums(mins, a0), k4_min_sums(mins, a1));  // same lanes as sum[p]
-        const __m256 block = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(min_sum), _mm256_mul_ps(d, _mm256_cvtepi32_ps(sum[p])));
-        acc[p] = _mm256_fmadd_ps(pair_lanes(a0.d, a1.d), block, acc[p]);
-      }
-    }
-    for (int p = 0; p < P; ++p) store_pair<C>(acc[p], p, out);
-  }
-
-  // Several columns, two rows at a time (for C >= 2). Each vector holds the first row in
-  // its low 128-bit half and the second in its high half: one vpmaddubsw multiplies 16
-  // codes of each row by the same 16 activations (broadcast to both halves), vpaddw
-  // adds a sub-block's two such products, and one vpmaddwd applies each row's scale to
-  // its half. Per column and block, 32-bit lanes 0-3 sum the first row and 4-7 the
-  // second, in the same order whatever the partner (an odd last row is paired with itself).
+  // Rows in pairs against C columns (C = 1 in decode). Each vector holds the first row
+  // in its low 128-bit half and the second in its high half: one vpmaddubsw multiplies 16
+  // codes of each row by the same 16 activations (broadcast to both halves), vpaddw adds
+  // a sub-block's two such products, and one vpmaddwd applies each row's scale to its
+  // half: two multiplies and no horizontal add per 32 products of each row. A block's
+  // codes and scales are decoded once for all C columns. Per column and block, 32-bit
+  // lanes 0-3 sum the first row and 4-7 the second, in the same order whatever the
+  // partner (an odd last row is paired with itself).
   template <int C>
   static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
                      size_t out_stride) {
@@ -292,6 +189,9 @@ struct DotQ45K {
         const __m256i scales_mins = k4_scales_and_mins_x2(x0[b].scales, x1[b].scales);
         __m256i sum[C];
         for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
+        // Q5_K: bit k of each byte is the fifth bit of sub-block k's elements 0-15 and 16-31.
+        __m256i fifth_bits[2] = {};
+        if constexpr (kFive) fifth_bits[0] = row_pair_load(x0[b].qh, x1[b].qh), fifth_bits[1] = row_pair_load(x0[b].qh + 16, x1[b].qh + 16);
         for (int j = 0; j < 4; ++j) {
           // Elements 0-15 and 16-31 of sub-blocks 2j (low nibbles) and 2j + 1 (high).
           const __m256i first = row_pair_load(x0[b].qs + 32 * j, x1[b].qs + 32 * j);
@@ -301,8 +201,8 @@ struct DotQ45K {
             __m256i q0 = _mm256_and_si256(h == 0 ? first : _mm256_srli_epi16(first, 4), m4);
             __m256i q1 = _mm256_and_si256(h == 0 ? second : _mm256_srli_epi16(second, 4), m4);
             if constexpr (kFive) {
-              q0 = _mm256_or_si256(q0, _mm256_slli_epi16(bit_of_bytes(row_pair_load(x0[b].qh, x1[b].qh), k), 4));
-              q1 = _mm256_or_si256(q1, _mm256_slli_epi16(bit_of_bytes(row_pair_load(x0[b].qh + 16, x1[b].qh + 16), k), 4));
+              q0 = _mm256_or_si256(q0, _mm256_slli_epi16(bit_of_bytes(fifth_bits[0], k), 4));
+              q1 = _mm256_or_si256(q1, _mm256_slli_epi16(bit_of_bytes(fifth_bits[1], k), 4));
             }
             const __m256i scale = _mm256_shuffle_epi8(scales_mins, load256(kRowPairScale[k]));
             for (int c = 0; c < C; ++c) {
@@ -331,46 +231,6 @@ struct DotQ45K {
       for (int c = 0; c < C; ++c) store_row_pair(acc[c], r, n_rows, out + static_cast<size_t>(c) * out_stride);
     }
   }
-
-  // One column (decode), two rows at a time: block b of both rows against activation
-  // block b. Their scales are unpacked together and their four lane sums (scaled, mins)
-  // reduced with horizontal adds into one vector that a single FMA scales by
-  // [d0*a.d, -dmin0*a.d, d1*a.d, -dmin1*a.d]: lanes 0-1 and 4-5 accumulate the first
-  // row, lanes 2-3 and 6-7 the second, in the same order, so a row's result does not
-  // depend on its partner (an odd last row is paired with itself). Decode is bound by
-  // instructions per block here, not by memory, and pairing rows also pays a short
-  // row's fixed costs once per two rows: a 768-wide expert's down rows have 3 blocks.
-  static void matvec(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, float* out) {
-    const auto* a = static_cast<const BlockQ8_K*>(act);
-    for (int64_t r = 0; r < n_rows; r += 2) {
-      const auto* x0 = reinterpret_cast<const Block*>(w + static_cast<size_t>(r) * row_bytes);
-      const auto* x1 = reinterpret_cast<const Block*>(w + static_cast<size_t>(std::min(r + 1, n_rows - 1)) * row_bytes);
-      __m256 acc = _mm256_setzero_ps();
-      for (int64_t b = 0; b < n / 256; ++b) {
-        // The pair reads the 2 * row_bytes from x0 on; prefetch that span at the rate it is read.
-        prefetch_lines(reinterpret_cast<const char*>(x0 + 2 * b) + kPrefetchBytes, 2 * sizeof(Block));
-        const __m256i scales_mins = k4_scales_and_mins_x2(x0[b].scales, x1[b].scales);  // row 0 low, row 1 high
-        __m256i sum[2], min_sum[2];
-        for (int k = 0; k < 2; ++k) {
-          const __m256i sm = _mm256_cvtepu8_epi16(k == 0 ? _mm256_castsi256_si128(scales_mins) : _mm256_extracti128_si256(scales_mins, 1));
-          sum[k] = scaled_sum(k == 0 ? x0[b] : x1[b], _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm)), a[b]);
-          min_sum[k] = k4_min_sums(k4_paired_mins(_mm256_extracti128_si256(sm, 1)), a[b]);
-        }
-        // Lanes [S0 M0 S1 M1] in each half (partial sums of the two halves).
-        const __m256i sums = _mm256_hadd_epi32(_mm256_hadd_epi32(sum[0], min_sum[0]), _mm256_hadd_epi32(sum[1], min_sum[1]));
-        uint32_t dm0, dm1;
-        std::memcpy(&dm0, &x0[b].d, 4);
-        std::memcpy(&dm1, &x1[b].d, 4);
-        const __m128 dm = _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(dm0)), static_cast<int>(dm1), 1));
-        const __m128 scale = _mm_xor_ps(_mm_mul_ps(dm, _mm_set1_ps(a[b].d)), _mm_setr_ps(0.0f, -0.0f, 0.0f, -0.0f));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set_m128(scale, scale), acc);
-      }
-      const __m128 halves = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));  // [S0 M0 S1 M1]
-      const __m128 rows = _mm_hadd_ps(halves, halves);                                                // [row 0, row 1, ..]
-      out[r] = _mm_cvtss_f32(rows);
-      if (r + 1 < n_rows) out[r + 1] = _mm_cvtss_f32(_mm_movehdup_ps(rows));
-    }
-  }
 };
 
 // Shuffle masks giving 16-bit lane 2g in the low half and lane 2g+1 in the high half.
@@ -381,6 +241,22 @@ alignas(32) constexpr uint8_t kPairMask[4][32] = {
     EPQ_PAIR(0), EPQ_PAIR(1), EPQ_PAIR(2), EPQ_PAIR(3)
 #undef EPQ_PAIR
 };
+
+// Column pairs in the Q6_K kernel: two columns' vpmaddubsw results are added in adjacent
+// pairs by vphaddw before one vpmaddwd applies the scale for both (three multiplies per
+// 64 products instead of four). A pair's vector then holds column 2p in 32-bit lanes 0-1
+// and 4-5 and column 2p + 1 in lanes 2-3 and 6-7. Each column's lanes are summed in the
+// same order whatever its partner.
+// [x0 x0 x1 x1 x0 x0 x1 x1]: a factor per column of a pair.
+inline __m256 pair_lanes(float x0, float x1) { return _mm256_setr_ps(x0, x0, x1, x1, x0, x0, x1, x1); }
+// Writes the two columns of pair p (the second only if it is one of the C columns).
+template <int C>
+inline void store_pair(__m256 acc, int p, float* out) {
+  const __m128 halves = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));  // [c0 c0 c1 c1]
+  const __m128 cols = _mm_hadd_ps(halves, halves);                                                // [c0 c1 ..]
+  out[2 * p] = _mm_cvtss_f32(cols);
+  if (2 * p + 1 < C) out[2 * p + 1] = _mm_cvtss_f32(_mm_movehdup_ps(cols));
+}
 
 struct DotQ6K {
   // Group g of half h (elements h*128 + 32g + l): its 32 codes, from ql[32 * (g & 1) + l]
@@ -399,7 +275,7 @@ struct DotQ6K {
   // Codes are stored +32: each column's sum starts at -32 * sum(scale * bsum).
   static __m256i offset(__m256i scales16, const BlockQ8_K& a) { return _mm256_slli_epi32(_mm256_madd_epi16(scales16, load256(a.bsums)), 5); }
 
-  // For C = 1 each column alone; otherwise in pairs, as DotQ45K::run.
+  // For C = 1 the column alone; otherwise columns in pairs (see pair_lanes).
   template <int C>
   static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
     constexpr bool kPaired = C > 1;

@@ -71,37 +71,28 @@ void each_row(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, con
   }
 }
 
-// C columns over the run of rows: K::matmul<C> where K has one, else row by row.
-template <typename K, int C>
-void columns(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
-             size_t out_stride) {
-  if constexpr (requires { K::template matmul<C>; }) {
-    K::template matmul<C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
-  } else {
-    each_row<K, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
-  }
-}
-
-// The DotKernel for format K: for one column K::matvec over the whole run of rows where
-// K has it, otherwise `columns`.
+// The DotKernel for format K: K::matmul<C> over the whole run of rows where K has one,
+// else K::run<C> row by row.
 template <typename K>
 void entry(int64_t n, const void* w_rows, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, int n_cols, float* out,
            size_t out_stride) {
   const auto* w = static_cast<const uint8_t*>(w_rows);
+  auto columns = [&]<int C>() {
+    if constexpr (requires { K::template matmul<C>; }) {
+      K::template matmul<C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    } else {
+      each_row<K, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    }
+  };
   switch (n_cols) {
-    case 1:
-      if constexpr (requires { K::matvec; }) {
-        return K::matvec(n, w, row_bytes, n_rows, act, out);
-      } else {
-        return each_row<K, 1>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
-      }
-    case 2: return columns<K, 2>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
-    case 3: return columns<K, 3>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
-    case 4: return columns<K, 4>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
-    case 5: return columns<K, 5>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
-    case 6: return columns<K, 6>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
-    case 7: return columns<K, 7>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
-    default: return columns<K, 8>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    case 1: return columns.template operator()<1>();
+    case 2: return columns.template operator()<2>();
+    case 3: return columns.template operator()<3>();
+    case 4: return columns.template operator()<4>();
+    case 5: return columns.template operator()<5>();
+    case 6: return columns.template operator()<6>();
+    case 7: return columns.template operator()<7>();
+    default: return columns.template operator()<8>();
   }
 }
 
