@@ -68,6 +68,19 @@ inline V512i scale_index(int first, int lanes_per_scale) {
   return load512(index);
 }
 
+// One block's scales then mins as 16 int16 lanes.
+inline __m256i k4_scales_and_mins(const uint8_t* packed) {
+  return _mm256_cvtepu8_epi16(_mm256_castsi256_si128(k4_scales_and_mins_x2(packed, packed)));
+}
+
+// The eight mins (16-bit lanes) each in the two 16-bit lanes 2j, 2j+1, for k4_min_sums.
+inline __m256i k4_paired_mins(__m128i mins8x16) {
+  const __m256i mins = _mm256_cvtepu16_epi32(mins8x16);
+  return _mm256_or_si256(mins, _mm256_slli_epi32(mins, 16));
+}
+// 8 int32 lanes to be added: sum over sub-blocks j of min[j] * (bsums[2j] + bsums[2j+1]).
+inline __m256i k4_min_sums(__m256i mins_paired, const BlockQ8_K& a) { return _mm256_madd_epi16(mins_paired, load256(a.bsums)); }
+
 template <bool kFive>
 struct DotQ45K {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
