@@ -2,6 +2,7 @@
 // and an SVG chart.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -9,6 +10,8 @@
 #include "pager/io_probe.h"
 #include "quant/dot.h"
 #include "runtime/bench_sweep.h"
+#include "runtime/engine.h"
+#include "runtime/sampler.h"
 #include "util/error.h"
 #include "util/format.h"
 #include "util/memory_limit.h"
@@ -149,6 +152,8 @@ void run(BenchArgs& a) {
   print_table(a, results);
   if (!a.json_path.empty()) write_json(a.json_path, a, results);
   if (!a.svg_path.empty()) write_svg(a.svg_path, a, results);
+  const auto passed = std::count_if(results.begin(), results.end(), [](const runtime::BenchResult& r) { return r.passed(); });
+  if (passed == 0) fail("bench: all {} configurations failed (see the result column)", results.size());
 }
 
 }  // namespace
@@ -161,11 +166,11 @@ void add_bench_command(CLI::App& root) {
   c->add_option("--budgets", o.budgets, "Budgets: sizes, 'all' (every expert fits) or 'ram' (all-in-RAM path, no paging)")
       ->delimiter(',')
       ->capture_default_str();
-  c->add_option("--runs", o.runs, "Runs per configuration (the table shows the median)")->capture_default_str();
+  c->add_option("--runs", o.runs, "Runs per configuration (the table shows the median)")->check(CLI::Range(1, 1000))->capture_default_str();
   c->add_option("-p,--prompt", o.prompt, "Prompt (default: a short English paragraph)");
-  c->add_option("-n,--n-predict", o.n_predict, "Tokens to generate per run")->capture_default_str();
-  c->add_option("-c,--ctx", o.n_ctx, "Context length")->capture_default_str();
-  c->add_option("-t,--threads", o.n_threads, "Compute threads (default: physical cores)");
+  c->add_option("-n,--n-predict", o.n_predict, "Tokens to generate per run")->check(CLI::Range(0, runtime::kMaxGeneratedTokens))->capture_default_str();
+  c->add_option("-c,--ctx", o.n_ctx, "Context length")->check(CLI::Range(1, runtime::kMaxContext))->capture_default_str();
+  c->add_option("-t,--threads", o.n_threads, "Compute threads (default: physical cores)")->check(CLI::Range(1, runtime::kMaxThreads));
   c->add_option("--evict", o.evict, "Eviction policies to compare: lru, ls, ls-pos")
       ->delimiter(',')
       ->check(CLI::IsMember({"lru", "ls", "ls-pos"}))

@@ -72,7 +72,7 @@ void add_chat_command(CLI::App& root) {
   CLI::App* c = root.add_subcommand("chat", "Chat with a model in the terminal (one message per line)");
   add_engine_flags(c, args->engine);
   add_sampler_flags(c, args->gen.sampler);
-  c->add_option("-n,--n-predict", args->gen.max_tokens, "Longest reply in tokens")->capture_default_str();
+  c->add_option("-n,--n-predict", args->gen.max_tokens, "Longest reply in tokens")->check(CLI::Range(0, runtime::kMaxGeneratedTokens))->capture_default_str();
   c->add_option("--system", args->system, "System message");
   c->callback([args] { run(*args); });
 }

@@ -12,6 +12,7 @@
 #include "runtime/logits_file.h"
 #include "runtime/session.h"
 #include "util/error.h"
+#include "util/regular_file.h"
 
 namespace epq::app {
 namespace {
@@ -49,11 +50,7 @@ double token_nll(const float* logits, int32_t n_vocab, int32_t target) {
 }
 
 void run(PerplexityArgs& a) {
-  std::ifstream in(a.file, std::ios::binary);
-  if (!in) fail("cannot read text file '{}'", a.file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  const std::string text = read_regular_file(a.file, "text file");
 
   // Tokenize before loading the model when the context follows the text's length.
   std::vector<int32_t> tokens;

@@ -3,7 +3,6 @@
 
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 
 #include "app/commands.h"
 #include "app/engine_flags.h"
@@ -12,6 +11,7 @@
 #include "util/error.h"
 #include "util/format.h"
 #include "util/process_memory.h"
+#include "util/regular_file.h"
 
 namespace epq::app {
 namespace {
@@ -28,11 +28,7 @@ struct RunArgs {
 
 void run(RunArgs& a) {
   if (!a.prompt_file.empty()) {
-    std::ifstream in(a.prompt_file, std::ios::binary);
-    if (!in) fail("cannot read prompt file '{}'", a.prompt_file);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    a.prompt = ss.str();
+    a.prompt = read_regular_file(a.prompt_file, "prompt file");
   }
   runtime::Engine engine(a.engine);
   runtime::Session session(engine);
@@ -77,7 +73,7 @@ void add_run_command(CLI::App& root) {
   add_sampler_flags(c, args->gen.sampler);
   c->add_option("-p,--prompt", args->prompt, "Prompt text");
   c->add_option("-f,--file", args->prompt_file, "Read the prompt from a file");
-  c->add_option("-n,--n-predict", args->gen.max_tokens, "Tokens to generate")->capture_default_str();
+  c->add_option("-n,--n-predict", args->gen.max_tokens, "Tokens to generate")->check(CLI::Range(0, runtime::kMaxGeneratedTokens))->capture_default_str();
   c->add_flag("--ignore-eos", args->gen.ignore_eos, "Keep generating past end-of-generation tokens (fixed-length runs)");
   c->add_option("--stop", args->gen.stop, "Stop when this text is generated (repeatable)");
   c->add_flag("--no-special", args->no_special, "Treat special-token text in the prompt as plain text");

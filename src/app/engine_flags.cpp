@@ -1,22 +1,22 @@
 #include "app/engine_flags.h"
 
+#include "app/validators.h"
 #include "util/format.h"
 
 namespace epq::app {
 
 void add_engine_flags(CLI::App* c, runtime::EngineOptions& o) {
   c->add_option("-m,--model", o.model_path, "GGUF model file")->required();
-  c->add_option("-c,--ctx", o.n_ctx, "Context length in tokens")->capture_default_str();
-  c->add_option("-t,--threads", o.n_threads, "Compute threads (default: physical cores)");
-  c->add_option("-b,--batch", o.n_batch, "Prompt tokens per forward pass")->capture_default_str();
+  c->add_option("-c,--ctx", o.n_ctx, "Context length in tokens")->check(CLI::Range(1, runtime::kMaxContext))->capture_default_str();
+  c->add_option("-t,--threads", o.n_threads, "Compute threads, at most the CPUs this process may use (default: physical cores)")
+      ->check(CLI::Range(1, runtime::kMaxThreads));
+  c->add_option("-b,--batch", o.n_batch, "Prompt tokens per forward pass (at most --ctx)")->check(CLI::Range(1, runtime::kMaxContext))->capture_default_str();
   c->add_option("--expert-used", o.expert_used, "Override the model's experts per token (top-k), for ablations")
       ->envname("EPQ_EXPERT_USED");
   c->add_option_function<std::string>(
        "--ram-budget",
        [&o](const std::string& v) {
-         auto bytes = parse_size(v);
-         if (!bytes || *bytes == 0) throw CLI::ValidationError("--ram-budget", "expected a size such as 8G or 512M, got '" + v + "'");
-         o.ram_budget = *bytes;
+         o.ram_budget = runtime::parse_budget(v, "--ram-budget");
        },
        "Bound the whole process's memory (e.g. 8G): routed experts are paged from the file (or EPQ_RAM_BUDGET_MB)");
   c->add_option("--evict", o.evict, "Expert eviction policy: lru, ls (Least-Stale) or ls-pos (position-aware)")
@@ -40,12 +40,17 @@ void add_engine_flags(CLI::App* c, runtime::EngineOptions& o) {
 }
 
 void add_sampler_flags(CLI::App* c, runtime::SamplerOptions& o) {
-  c->add_option("--temp", o.temperature, "Temperature; 0 is greedy")->capture_default_str();
-  c->add_option("--top-k", o.top_k, "Keep the k most likely tokens (0: off)")->capture_default_str();
-  c->add_option("--top-p", o.top_p, "Nucleus sampling threshold (1: off)")->capture_default_str();
-  c->add_option("--min-p", o.min_p, "Drop tokens below min-p x the top probability (0: off)")->capture_default_str();
-  c->add_option("--repeat-penalty", o.repeat_penalty, "Penalty for recently seen tokens (1: off)")->capture_default_str();
-  c->add_option("--repeat-last-n", o.repeat_last_n, "How many recent tokens the penalty looks at")->capture_default_str();
+  using runtime::kMaxRepeatLastN, runtime::kMaxRepeatPenalty, runtime::kMaxTemperature, runtime::kMaxTopK;
+  c->add_option("--temp", o.temperature, "Temperature; 0 is greedy")->check(finite_range(0, kMaxTemperature))->capture_default_str();
+  c->add_option("--top-k", o.top_k, "Keep the k most likely tokens (0: off)")->check(CLI::Range(0, kMaxTopK))->capture_default_str();
+  c->add_option("--top-p", o.top_p, "Nucleus sampling threshold (1: off)")->check(finite_range(0, 1))->capture_default_str();
+  c->add_option("--min-p", o.min_p, "Drop tokens below min-p x the top probability (0: off)")->check(finite_range(0, 1))->capture_default_str();
+  c->add_option("--repeat-penalty", o.repeat_penalty, "Penalty for recently seen tokens (1: off)")
+      ->check(finite_range(0, kMaxRepeatPenalty))
+      ->capture_default_str();
+  c->add_option("--repeat-last-n", o.repeat_last_n, "How many recent tokens the penalty looks at (-1: all)")
+      ->check(CLI::Range(-1, kMaxRepeatLastN))
+      ->capture_default_str();
   c->add_option("--seed", o.seed, "Random seed for sampling")->capture_default_str();
 }
 

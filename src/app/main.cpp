@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "app/commands.h"
 #include "quant/cpu_features.h"
@@ -27,18 +28,26 @@ int main(int argc, char** argv) {
   epq::app::add_probe_io_command(app);
   epq::app::add_bench_command(app);
   epq::app::add_serve_command(app);
+  // Every failure is one line, "epq: error: ...", and exit status 1; --help and
+  // --version print to stdout and exit 0.
+  auto error = [](const std::string& message) {
+    std::fflush(stdout);
+    fmt::print(stderr, "epq: error: {}\n", message);
+    return 1;
+  };
   try {
     app.parse(argc, argv);
+  } catch (const CLI::RuntimeError& e) {  // a command's own exit status (epq limit passes its child's on)
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    return error(epq::printable(e.what(), epq::Error::kMaxMessageBytes) + " (see --help)");
   } catch (const epq::Error& e) {
-    std::fflush(stdout);
-    fmt::print(stderr, "epq: error: {}\n", e.what());
-    return 1;
+    return error(e.what());
   } catch (const std::bad_alloc&) {
-    std::fflush(stdout);
-    fmt::print(stderr, "epq: error: out of memory\n");
-    return 1;
+    return error("out of memory");
+  } catch (const std::exception& e) {
+    return error(epq::printable(std::string("internal error: ") + e.what(), epq::Error::kMaxMessageBytes));
   }
   return 0;
 }

@@ -1,5 +1,9 @@
 #include "core/thread_pool.h"
 
+#include <sched.h>
+
+#include <algorithm>
+
 #include <immintrin.h>
 
 #include <fstream>
@@ -116,8 +120,15 @@ int physical_core_count() {
     if (!(core >> c) || !(package >> p)) break;
     cores.insert(p + ":" + c);
   }
-  if (!cores.empty()) return static_cast<int>(cores.size());
-  unsigned n = std::thread::hardware_concurrency();
+  if (!cores.empty()) return std::min(static_cast<int>(cores.size()), usable_cpu_count());
+  return usable_cpu_count();
+}
+
+int usable_cpu_count() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  const unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);
 }
 

@@ -45,7 +45,10 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
 };
 
-// Physical cores of this machine (hyper-threads not counted), at least 1.
+// Physical cores of this machine (hyper-threads not counted), at least 1 and at most
+// usable_cpu_count().
 int physical_core_count();
+// CPUs this process may run on (its affinity mask), at least 1.
+int usable_cpu_count();
 
 }  // namespace epq

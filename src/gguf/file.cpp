@@ -10,6 +10,8 @@
 #include <cstring>
 
 #include "util/error.h"
+#include "util/mapping_guard.h"
+#include "util/regular_file.h"
 
 namespace epq::gguf {
 namespace {
@@ -142,13 +144,8 @@ std::string TensorInfo::shape_string() const {
 }
 
 File File::open(const std::string& path, Access access) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail("{}: not a regular file", path);
-  }
+  const int fd = open_regular_file(path, O_RDONLY, &st);
   if (st.st_size == 0) {
     ::close(fd);
     fail("{}: file is empty, not a GGUF model", path);
@@ -159,6 +156,7 @@ File File::open(const std::string& path, Access access) {
     ::close(fd);
     fail("{}: cannot map: {}", path, std::strerror(map_errno));
   }
+  guard_mapping(map, static_cast<size_t>(st.st_size), path);
   File f;
   if (access == Access::kHeaderOnly) {
     madvise(map, static_cast<size_t>(st.st_size), MADV_RANDOM);
@@ -304,7 +302,10 @@ File& File::operator=(File&& other) noexcept {
 File::~File() { unmap(); }
 
 void File::unmap() {
-  if (map_ != nullptr) munmap(const_cast<uint8_t*>(map_), map_size_);
+  if (map_ != nullptr) {
+    unguard_mapping(map_);
+    munmap(const_cast<uint8_t*>(map_), map_size_);
+  }
   map_ = nullptr;
   map_size_ = 0;
   if (header_fd_ >= 0) {

@@ -33,7 +33,12 @@ Qwen3MoeHparams read_qwen3moe_hparams(const gguf::File& f, const ModelOptions& o
   h.n_expert = positive(a + "expert_count", f.get_int(a + "expert_count"));
   h.n_expert_used = positive(a + "expert_used_count", f.get_int(a + "expert_used_count"));
   h.n_ctx_train = positive(a + "context_length", f.get_int(a + "context_length"));
-  h.rms_eps = static_cast<float>(f.get_float(a + "attention.layer_norm_rms_epsilon"));
+  // A real number in [lo, hi]: NaN, infinities and absurd values are refused.
+  auto real = [&](const std::string& key, double v, double lo, double hi) {
+    if (!(v >= lo && v <= hi)) fail("{}: metadata '{}' = {} is out of range ({} to {})", f.path(), key, v, lo, hi);
+    return static_cast<float>(v);
+  };
+  h.rms_eps = real(a + "attention.layer_norm_rms_epsilon", f.get_float(a + "attention.layer_norm_rms_epsilon"), 1e-12, 0.1);
   if (f.find("tokenizer.ggml.tokens")) {
     h.n_vocab = positive("tokenizer.ggml.tokens", static_cast<int64_t>(f.get_array("tokenizer.ggml.tokens", gguf::ValueType::STRING).size()));
   }
@@ -49,15 +54,16 @@ Qwen3MoeHparams read_qwen3moe_hparams(const gguf::File& f, const ModelOptions& o
   }
   if (h.n_expert_used > h.n_expert) fail("{}: expert_used_count {} exceeds expert_count {}", f.path(), h.n_expert_used, h.n_expert);
   const gguf::TensorInfo* gate = f.find_tensor("blk.0.ffn_gate_exps.weight");
-  h.n_ff_exp = static_cast<int>(f.get_int_or(a + "expert_feed_forward_length", gate && gate->dims.size() == 3 ? gate->dims[1] : 0));
+  h.n_ff_exp = positive(a + "expert_feed_forward_length",
+                        f.get_int_or(a + "expert_feed_forward_length", gate && gate->dims.size() == 3 ? gate->dims[1] : 0));
 
   RopeParams& r = h.rope;
   r.n_dims = h.head_dim;
-  r.freq_base = static_cast<float>(f.get_float_or(a + "rope.freq_base", 10000.0));
-  r.n_ctx_orig = static_cast<int>(f.get_int_or(a + "rope.scaling.original_context_length", h.n_ctx_train));
-  r.attn_factor = static_cast<float>(f.get_float_or(a + "rope.scaling.attn_factor", 1.0));
+  r.freq_base = real(a + "rope.freq_base", f.get_float_or(a + "rope.freq_base", 10000.0), 1, 1e12);
+  r.n_ctx_orig = positive(a + "rope.scaling.original_context_length", f.get_int_or(a + "rope.scaling.original_context_length", h.n_ctx_train));
+  r.attn_factor = real(a + "rope.scaling.attn_factor", f.get_float_or(a + "rope.scaling.attn_factor", 1.0), 1e-3, 1e3);
   const std::string scaling = f.get_string_or(a + "rope.scaling.type", "none");
-  const double factor = f.get_float_or(a + "rope.scaling.factor", 0.0);
+  const double factor = real(a + "rope.scaling.factor", f.get_float_or(a + "rope.scaling.factor", 0.0), 0, 1e6);
   if (scaling == "yarn" || scaling == "linear") {
     r.freq_scale = factor > 0 ? static_cast<float>(1.0 / factor) : 1.0f;
     r.ext_factor = scaling == "yarn" ? 1.0f : 0.0f;
@@ -83,6 +89,10 @@ ModelInfo qwen3moe_info(const gguf::File& f, const ModelOptions& options) {
     info.experts.push_back(read_expert_layout(f, l, h.n_embd));
     if (info.experts.back().n_expert != h.n_expert) {
       fail("{}: layer {} has {} experts, metadata says {}", f.path(), l, info.experts.back().n_expert, h.n_expert);
+    }
+    if (info.experts.back().gate.rows != h.n_ff_exp) {
+      fail("{}: layer {} experts have {} feed-forward rows, but metadata 'qwen3moe.expert_feed_forward_length' says {}", f.path(), l,
+           info.experts.back().gate.rows, h.n_ff_exp);
     }
   }
   return info;

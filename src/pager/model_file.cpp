@@ -9,14 +9,20 @@
 
 #include "util/buffer.h"
 #include "util/error.h"
+#include "util/regular_file.h"
 
 namespace epq::pager {
 
 ModelFile::ModelFile(const std::string& path, bool force_buffered) : path_(path) {
   struct stat st {};
   if (!force_buffered) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+    fd_ = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_NONBLOCK | O_CLOEXEC);
+    if (fd_ >= 0 && (fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode))) {
+      ::close(fd_);
+      fail("{}: not a regular file", path);
+    }
     if (fd_ >= 0) {
+      fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
       // Some filesystems accept the flag at open and fail reads; try one block.
       Buffer probe(kDirectAlign);
       if (::pread(fd_, probe.data(), kDirectAlign, 0) < 0) {
@@ -33,8 +39,7 @@ ModelFile::ModelFile(const std::string& path, bool force_buffered) : path_(path)
     fallback_reason_ = "buffered reads were requested";
   }
   if (fd_ < 0) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
+    fd_ = open_regular_file(path, O_RDONLY, &st);
     posix_fadvise(fd_, 0, 0, POSIX_FADV_RANDOM);  // no readahead: only what is read enters the cache
   }
   if (fstat(fd_, &st) != 0) fail("{}: cannot stat: {}", path, std::strerror(errno));

@@ -170,9 +170,7 @@ std::vector<BenchResult> run_bench(const BenchOptions& o, const std::function<vo
       if (b == "all") {
         bytes = all_fit_budget(o, k);
       } else if (b != "ram") {
-        auto parsed = parse_size(b);
-        if (!parsed || *parsed == 0) fail("--budgets: '{}' is not a size, 'all' or 'ram'", b);
-        bytes = *parsed;
+        bytes = parse_budget(b, "--budgets");
       }
       for (const std::string& e : o.evict) {
         configs.push_back({b, bytes, e, k});

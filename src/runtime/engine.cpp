@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "models/resident_experts.h"
@@ -12,18 +13,29 @@
 
 namespace epq::runtime {
 
+uint64_t parse_budget(const std::string& text, const std::string& what) {
+  const std::optional<uint64_t> bytes = parse_size(text);
+  if (!bytes || *bytes == 0) fail("{}: expected a size such as 8G or 512M, got '{}'", what, printable(text));
+  if (*bytes > kMaxBudget) fail("{}: {} is larger than the limit of {}", what, printable(text), format_bytes(kMaxBudget));
+  return *bytes;
+}
+
 std::optional<uint64_t> budget_from_environment() {
   const char* mb = std::getenv("EPQ_RAM_BUDGET_MB");
   if (mb == nullptr || *mb == '\0') return std::nullopt;
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(mb, &end, 10);
-  if (*end != '\0' || v == 0) fail("EPQ_RAM_BUDGET_MB must be a positive number of MiB, got '{}'", mb);
-  return static_cast<uint64_t>(v) << 20;
+  const std::string text = mb;
+  if (text.find_first_not_of("0123456789") != std::string::npos || text.size() > 12) {
+    fail("EPQ_RAM_BUDGET_MB must be a positive whole number of MiB, got '{}'", printable(text));
+  }
+  return parse_budget(text + "M", "EPQ_RAM_BUDGET_MB");
 }
 
 EngineOptions resolve(EngineOptions o) {
-  if (o.n_ctx < 1) fail("--ctx must be at least 1, got {}", o.n_ctx);
+  if (o.n_ctx < 1 || o.n_ctx > kMaxContext) fail("--ctx must be between 1 and {}, got {}", kMaxContext, o.n_ctx);
   if (o.n_batch < 1) fail("--batch must be at least 1, got {}", o.n_batch);
+  o.n_batch = std::min(o.n_batch, o.n_ctx);
+  const int cpus = usable_cpu_count();
+  if (o.n_threads > cpus) fail("--threads {} is more than the {} CPUs this process may run on", o.n_threads, cpus);
   if (o.n_threads <= 0) o.n_threads = physical_core_count();
   if (!o.ram_budget) o.ram_budget = budget_from_environment();
   quant::active_kernels();  // an unusable EPQ_KERNELS fails before the model loads (serve: before it listens)

@@ -74,9 +74,16 @@ class Engine {
   std::unique_ptr<PassLog> pass_log_;
 };
 
+inline constexpr int kMaxContext = 1 << 24;  // tokens
+inline constexpr int kMaxThreads = 4096;
+inline constexpr uint64_t kMaxBudget = uint64_t{1} << 50;  // 1 PiB: larger is a typo
+
+// A budget such as "8G" or "512M" (1 byte to kMaxBudget); `what` names it in the error.
+uint64_t parse_budget(const std::string& text, const std::string& what);
 // Reads the budget from EPQ_RAM_BUDGET_MB when no --ram-budget was given.
 std::optional<uint64_t> budget_from_environment();
-// Checks options and fills in defaults: threads, the budget from the environment.
+// Checks options and fills in defaults: threads (at most the CPUs this process may run
+// on), the budget from the environment, a batch no longer than the context.
 EngineOptions resolve(EngineOptions options);
 
 }  // namespace epq::runtime

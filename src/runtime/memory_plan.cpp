@@ -18,9 +18,9 @@ double MemoryPlan::coverage() const {
 }
 
 std::string MemoryPlan::refusal() const {
-  return fmt::format("--ram-budget {} is below the minimum of {} for this model and settings ({} for the rest of the process plus {} "
-                     "expert slots per layer); raise the budget, or lower --ctx/--batch/--threads",
-                     format_bytes(budget), format_bytes(minimum_budget), format_bytes(fixed_bytes), n_expert_used);
+  return fmt::format("--ram-budget {} ({} bytes) is below the minimum of {} ({} bytes) for this model and settings ({} for the rest of "
+                     "the process plus {} expert slots per layer); raise the budget, or lower --ctx/--batch/--threads",
+                     format_bytes(budget), budget, format_bytes(minimum_budget), minimum_budget, format_bytes(fixed_bytes), n_expert_used);
 }
 
 MemoryPlan plan_memory(const gguf::File& file, const models::ModelInfo& info, const models::ModelOptions& model_options,
@@ -49,8 +49,15 @@ MemoryPlan plan_memory(const gguf::File& file, const models::ModelInfo& info, co
   uint64_t base = 0;
   for (const LedgerLine& l : p.lines) base += l.bytes;
   auto page_tables = [](uint64_t budget) { return budget / 512 + (1 << 20); };
-  // The smallest budget b with b - page_tables(b) >= need.
-  auto budget_for = [&](uint64_t need) { return ((need + (1 << 20)) * 512 + 510) / 511; };
+  // The smallest budget b with b - page_tables(b) >= need: b - floor(b/512) never
+  // decreases as b grows, so start a page-table block below 512/511 (need + 1 MiB) and
+  // step up.
+  auto budget_for = [&](uint64_t need) {
+    const uint64_t start = (need + (1 << 20)) / 511 * 512;
+    uint64_t b = start > 1024 ? start - 1024 : 0;
+    while (b < page_tables(b) || b - page_tables(b) < need) ++b;
+    return b;
+  };
   p.lines.push_back({"kernel page tables", page_tables(in.budget)});
   p.fixed_bytes = base + page_tables(in.budget);
 

@@ -10,6 +10,13 @@
 
 namespace epq::runtime {
 
+// The accepted ranges, one table for the command line and the server.
+inline constexpr double kMaxTemperature = 2;
+inline constexpr double kMaxRepeatPenalty = 10;
+inline constexpr int kMaxTopK = 1 << 20;
+inline constexpr int kMaxRepeatLastN = 1 << 20;  // -1: the whole history
+inline constexpr int kMaxGeneratedTokens = 1 << 20;
+
 struct SamplerOptions {
   float temperature = 0.8f;
   int top_k = 40;              // 0: off

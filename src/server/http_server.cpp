@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
+#include <strings.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -12,18 +13,23 @@
 #include <mutex>
 #include <thread>
 
+#include "server/connection_threads.h"
 #include "server/generation_queue.h"
 #include "server/metrics.h"
 #include "server/openai_protocol.h"
 #include "server/reasoning_splitter.h"
+#include "server/request_memory.h"
 #include "server/web_page.h"
 #include "text/chat_template.h"
 #include "util/error.h"
+#include "util/format.h"
 
 namespace epq::server {
 namespace {
 
 using nlohmann::json;
+
+constexpr std::chrono::milliseconds kMemoryPatience{30000};  // how long a request waits for request memory
 
 // Events of one streaming response, passed from the generation worker to the HTTP thread.
 struct EventStream {
@@ -52,23 +58,31 @@ int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+bool httplib_is_chunked(const httplib::Request& req) { return strcasecmp(req.get_header_value("Transfer-Encoding").c_str(), "chunked") == 0; }
+
 std::string sse(const json& j) { return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"; }
 
 class Server {
  public:
   Server(runtime::Engine& engine, const ServerOptions& options)
-      : engine_(engine), options_(options), chat_template_(engine.file(), engine.tokenizer(), options.chat_template), queue_(engine) {
+      : engine_(engine),
+        options_(options),
+        chat_template_(engine.file(), engine.tokenizer(), options.chat_template),
+        queue_(engine),
+        request_memory_(request_bytes(options.max_body_bytes)) {
     if (options_.model_id.empty()) options_.model_id = std::filesystem::path(engine.options().model_path).stem().string();
     routes();
   }
 
   void listen() {
-    http_.new_task_queue = [n = options_.http_threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
+    http_.new_task_queue = [n = options_.max_connections] { return new ConnectionThreads(n); };
     if (!http_.bind_to_port(options_.host, options_.port)) {
       fail("cannot listen on {}:{} (is the port in use?)", options_.host, options_.port);
     }
-    fmt::print(stderr, "epq serve: {} on http://{}:{}/ (model id '{}', {})\n", engine_.info().name, options_.host, options_.port,
-               options_.model_id, chat_template_.is_chatml_fallback() ? "ChatML template" : "the model's chat template");
+    fmt::print(stderr, "epq serve: {} on http://{}:{}/ (model id '{}', {}; {} reserved for up to {} connections and {}-byte bodies)\n",
+               engine_.info().name, options_.host, options_.port, options_.model_id,
+               chat_template_.is_chatml_fallback() ? "ChatML template" : "the model's chat template", format_bytes(server_reserve_bytes(options_)),
+               options_.max_connections, options_.max_body_bytes);
     http_.listen_after_bind();
   }
 
@@ -92,8 +106,15 @@ class Server {
     http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(metrics_.render(queue_.depth(), engine_.pager() ? engine_.pager()->arena_bytes() : 0), "text/plain; version=0.0.4");
     });
-    http_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, true); });
-    http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, false); });
+    http_.set_read_timeout(options_.read_timeout_seconds, 0);
+    http_.set_write_timeout(options_.read_timeout_seconds, 0);
+    http_.set_keep_alive_timeout(options_.read_timeout_seconds);
+    http_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& body) {
+      complete(req, body, res, true);
+    });
+    http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& body) {
+      complete(req, body, res, false);
+    });
     // Errors httplib raises itself (unknown path, body too large) get OpenAI-style bodies too.
     http_.set_error_handler([this](const httplib::Request&, httplib::Response& res) {
       if (!res.body.empty()) return;
@@ -101,49 +122,88 @@ class Server {
                                   : res.status == 404 ? "no such endpoint"
                                                       : fmt::format("HTTP error {}", res.status);
       metrics_.failure(res.status);
-      res.set_content(ApiError(res.status, res.status >= 500 ? "server_error" : "invalid_request_error", message).to_json().dump(),
-                      "application/json");
+      res.set_content(ApiError(res.status, res.status >= 500 ? "server_error" : "invalid_request_error", message).body(), "application/json");
     });
   }
 
   static void send_error(httplib::Response& res, const ApiError& e) {
     res.status = e.status;
-    res.set_content(e.to_json().dump(), "application/json");
+    if (e.status == 503) res.set_header("Retry-After", "1");
+    res.set_content(e.body(), "application/json");
   }
 
-  std::vector<int32_t> tokenize_prompt(const CompletionRequest& r, bool* opens_reasoning) {
-    std::string text = r.prompt;
+  // Reads the body, at most --max-body bytes whether sized or chunked, holding its cost
+  // in `reservation` (see request_bytes) while it is read and prepared.
+  std::string read_body(const httplib::Request& req, const httplib::ContentReader& reader, MemoryReservation& reservation) {
+    const size_t limit = options_.max_body_bytes;
+    auto too_large = [&] { return ApiError(413, "invalid_request_error", fmt::format("the request body is larger than {} bytes (--max-body)", limit)); };
+    auto busy = [] { return ApiError(503, "server_error", "the server is busy with other large requests; retry shortly"); };
+    const bool sized = req.has_header("Content-Length") && !httplib_is_chunked(req);
+    if (sized) {
+      const uint64_t declared = req.get_header_value<uint64_t>("Content-Length");
+      if (declared > limit) throw too_large();
+      if (!reservation.grow(request_bytes(declared), kMemoryPatience)) throw busy();
+    }
+    std::string body;
+    bool over = false, starved = false;
+    const bool ok = reader([&](const char* data, size_t n) {
+      if (body.size() + n > limit) return !(over = true);
+      if (!sized && !reservation.grow(request_bytes(body.size() + n) - reservation.bytes(), kMemoryPatience)) return !(starved = true);
+      body.append(data, n);
+      return true;
+    });
+    if (over) throw too_large();
+    if (starved) throw busy();
+    if (!ok) throw invalid_request("the request body could not be read");
+    return body;
+  }
+
+  // Memory a request of n body bytes may need while it is read, parsed, rendered and
+  // tokenized (measured: docs/SERVER.md), and never more than the pool holds.
+  static uint64_t request_bytes(uint64_t n) { return kRequestFixedBytes + n * kRequestBytesPerBodyByte; }
+
+  // The request's prompt as tokens; its messages (or prompt text) are moved out.
+  std::vector<int32_t> tokenize_prompt(CompletionRequest& r, bool* opens_reasoning) {
+    std::string text = std::move(r.prompt);
     if (r.chat) {
       try {
-        text = chat_template_.render(r.messages, r.tools, true, r.template_kwargs);
+        text = chat_template_.render(std::move(r.messages), std::move(r.tools), true, std::move(r.template_kwargs));
       } catch (const Error& e) {
         throw invalid_request(std::string("the chat template failed: ") + e.what(), "messages");
       }
     }
     *opens_reasoning = r.chat && prompt_opens_reasoning(text);
     const text::Tokenizer& tok = engine_.tokenizer();
+    const size_t ctx = static_cast<size_t>(engine_.options().n_ctx);
+    auto too_long = [&](const std::string& count) {
+      return ApiError(400, "invalid_request_error", fmt::format("the prompt has {} tokens, but the context holds {} (--ctx)", count, ctx),
+                      "context_length_exceeded", r.chat ? "messages" : "prompt");
+    };
+    // No token covers more than longest_token_bytes() of text: a longer prompt is refused
+    // before it is tokenized.
+    if (text.size() > ctx * tok.longest_token_bytes()) throw too_long(fmt::format("more than {}", ctx));
     std::vector<int32_t> ids = tok.encode_prompt(text, true);
     if (ids.empty()) throw invalid_request("the prompt is empty", r.chat ? "messages" : "prompt");
-    const int ctx = engine_.options().n_ctx;
-    if (static_cast<int>(ids.size()) >= ctx) {
-      throw ApiError(400, "invalid_request_error",
-                     fmt::format("the prompt has {} tokens, but the context holds {} (--ctx)", ids.size(), ctx), "context_length_exceeded",
-                     r.chat ? "messages" : "prompt");
-    }
+    if (ids.size() >= ctx) throw too_long(std::to_string(ids.size()));
     return ids;
   }
 
-  void complete(const httplib::Request& req, httplib::Response& res, bool chat) {
+  void complete(const httplib::Request& req, const httplib::ContentReader& reader, httplib::Response& res, bool chat) {
     metrics_.request(chat);
     try {
-      CompletionRequest r = parse_completion_request(req.body, chat);
-      if (!r.model.empty() && r.model != options_.model_id) {
-        throw ApiError(404, "invalid_request_error", fmt::format("the model '{}' does not exist; this server has '{}'", r.model, options_.model_id),
-                       "model_not_found", "model");
-      }
+      CompletionRequest r;
       bool opens_reasoning = false;
       auto job = std::make_shared<Job>();
-      job->prompt = tokenize_prompt(r, &opens_reasoning);
+      {
+        MemoryReservation reservation(request_memory_);  // until the prompt is tokens
+        r = parse_completion_request(read_body(req, reader, reservation), chat);
+        if (!r.model.empty() && r.model != options_.model_id) {
+          throw ApiError(404, "invalid_request_error",
+                         fmt::format("the model '{}' does not exist; this server has '{}'", r.model, options_.model_id), "model_not_found",
+                         "model");
+        }
+        job->prompt = tokenize_prompt(r, &opens_reasoning);
+      }
       job->options = r.generate;
       const Reply reply{fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", ++next_id_), options_.model_id,
                         unix_seconds(),
@@ -158,7 +218,7 @@ class Server {
       send_error(res, e);
     } catch (const std::exception& e) {
       metrics_.failure(500);
-      send_error(res, ApiError(500, "server_error", e.what()));
+      send_error(res, ApiError(500, "server_error", printable(e.what())));
     }
   }
 
@@ -245,6 +305,7 @@ class Server {
   ServerOptions options_;
   text::ChatTemplate chat_template_;
   GenerationQueue queue_;
+  RequestMemory request_memory_;
   Metrics metrics_;
   httplib::Server http_;
   std::atomic<uint64_t> next_id_{0};
@@ -266,6 +327,12 @@ sigset_t shutdown_signals() {
 void block_shutdown_signals() {
   const sigset_t signals = shutdown_signals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+}
+
+uint64_t server_reserve_bytes(const ServerOptions& o) {
+  constexpr uint64_t kOwnBytes = 16 << 20;  // template, web page, metrics, queued responses
+  return kOwnBytes + static_cast<uint64_t>(o.max_connections) * kConnectionBytes + kRequestFixedBytes +
+         o.max_body_bytes * kRequestBytesPerBodyByte;
 }
 
 void serve(runtime::Engine& engine, const ServerOptions& options) {

@@ -17,10 +17,23 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string model_id;  // name clients use; default: the file name without .gguf
-  size_t max_body_bytes = 8 << 20;
-  int http_threads = 32;
+  size_t max_body_bytes = 1 << 20;
+  int max_connections = 64;      // connections served at once, each on its own thread; more wait
+  int read_timeout_seconds = 10;  // a client silent this long while sending (or idle between requests) is dropped
   std::optional<std::string> chat_template;  // replaces the model's template (its source text)
 };
+
+// What a request may cost while it is read, parsed, rendered and tokenized: a fixed part
+// and a multiple of its body (measured worst cases: docs/SERVER.md "Limits").
+inline constexpr uint64_t kRequestFixedBytes = 4 << 20;
+inline constexpr uint64_t kRequestBytesPerBodyByte = 48;
+// Stack and buffers a connection's thread touches (estimated from httplib's buffers and
+// the handlers' deepest recursion, the Jinja evaluator's).
+inline constexpr uint64_t kConnectionBytes = 256 << 10;
+
+// The budget the server needs beside the engine: every connection's thread, one request
+// of --max-body being prepared, responses and the server's own tables.
+uint64_t server_reserve_bytes(const ServerOptions& options);
 
 // Blocks SIGTERM and SIGINT in this thread and every thread started after it, so that
 // serve() can wait for them. Call it before creating the engine (whose threads inherit it).

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <random>
 
+#include "util/format.h"
+
 namespace epq::server {
 namespace {
 
@@ -55,6 +57,8 @@ ordered content_text(const ordered& content, size_t index) {
 
 }  // namespace
 
+std::string ApiError::body() const { return to_json().dump(-1, ' ', false, json::error_handler_t::replace); }
+
 json ApiError::to_json() const {
   return {{"error",
            {{"message", what()}, {"type", type}, {"param", param.empty() ? json() : json(param)}, {"code", code.empty() ? json() : json(code)}}}};
@@ -64,13 +68,23 @@ ApiError invalid_request(const std::string& message, const std::string& param) {
   return ApiError(400, "invalid_request_error", message, "", param);
 }
 
-CompletionRequest parse_completion_request(const std::string& text, bool chat) {
-  ordered body;
+nlohmann::ordered_json parse_request_json(std::string_view text) {
+  // Deeper values are refused while parsing: copying or printing them recurses this deep.
+  auto limit_depth = [](int depth, ordered::parse_event_t, ordered&) {
+    if (depth > kMaxJsonDepth) throw invalid_request(fmt::format("the request body nests JSON deeper than {} levels", kMaxJsonDepth));
+    return true;
+  };
   try {
-    body = ordered::parse(text);
+    return ordered::parse(text, limit_depth);
   } catch (const ordered::parse_error& e) {
-    throw invalid_request(std::string("the request body is not valid JSON: ") + e.what());
+    throw invalid_request(printable(std::string("the request body is not valid JSON: ") + e.what()));
+  } catch (const ordered::out_of_range& e) {  // a number out of double's range, such as 1e400
+    throw invalid_request(printable(std::string("the request body has a number out of range: ") + e.what()));
   }
+}
+
+CompletionRequest parse_completion_request(const std::string& text, bool chat) {
+  ordered body = parse_request_json(text);
   if (!body.is_object()) throw invalid_request("the request body must be a JSON object");
   CompletionRequest r;
   r.chat = chat;
@@ -82,9 +96,10 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
     if (!body.contains("messages")) throw invalid_request("'messages' is required", "messages");
     if (!body["messages"].is_array() || body["messages"].empty()) throw invalid_request("'messages' must be a non-empty array", "messages");
     for (size_t i = 0; i < body["messages"].size(); ++i) {
-      ordered m = body["messages"][i];
+      ordered& message = body["messages"][i];
       const std::string param = "messages[" + std::to_string(i) + "]";
-      if (!m.is_object()) throw invalid_request("'" + param + "' must be an object", param);
+      if (!message.is_object()) throw invalid_request("'" + param + "' must be an object", param);
+      ordered m = std::move(message);  // the body's parts move into the request: no second copy
       if (!m.contains("role") || !m["role"].is_string()) throw invalid_request("'" + param + ".role' must be a string", param + ".role");
       const std::string role = m["role"];
       if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer") {
@@ -92,15 +107,15 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
       }
       if (!m.contains("content") && !m.contains("tool_calls")) throw invalid_request("'" + param + ".content' is required", param + ".content");
       if (m.contains("content")) m["content"] = content_text(m["content"], i);
-      r.messages.push_back(m);
+      r.messages.push_back(std::move(m));
     }
     if (body.contains("tools") && !body["tools"].is_null()) {
       if (!body["tools"].is_array()) throw invalid_request("'tools' must be an array", "tools");
-      r.tools = body["tools"];
+      r.tools = std::move(body["tools"]);
     }
     if (body.contains("chat_template_kwargs")) {
       if (!body["chat_template_kwargs"].is_object()) throw invalid_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
-      r.template_kwargs = body["chat_template_kwargs"];
+      r.template_kwargs = std::move(body["chat_template_kwargs"]);
     }
   } else {
     if (!body.contains("prompt")) throw invalid_request("'prompt' is required", "prompt");
@@ -122,7 +137,7 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
   runtime::GenerateOptions& g = r.generate;
   g.max_tokens = 256;
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
-    if (body.contains(key) && !body[key].is_null()) g.max_tokens = static_cast<int>(integer(body, key, 1, 1 << 20));
+    if (body.contains(key) && !body[key].is_null()) g.max_tokens = static_cast<int>(integer(body, key, 1, runtime::kMaxGeneratedTokens));
   }
   runtime::SamplerOptions& s = g.sampler;
   s.temperature = 1.0f;  // OpenAI's defaults: plain sampling at temperature 1
@@ -130,11 +145,11 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
   s.top_p = 1.0f;
   s.min_p = 0.0f;
   s.seed = std::random_device{}();
-  if (body.contains("temperature") && !body["temperature"].is_null()) s.temperature = static_cast<float>(number(body, "temperature", 0, 2));
+  if (body.contains("temperature") && !body["temperature"].is_null()) s.temperature = static_cast<float>(number(body, "temperature", 0, runtime::kMaxTemperature));
   if (body.contains("top_p") && !body["top_p"].is_null()) s.top_p = static_cast<float>(number(body, "top_p", 0, 1));
-  if (body.contains("top_k") && !body["top_k"].is_null()) s.top_k = static_cast<int>(integer(body, "top_k", 0, 1 << 20));
+  if (body.contains("top_k") && !body["top_k"].is_null()) s.top_k = static_cast<int>(integer(body, "top_k", 0, runtime::kMaxTopK));
   if (body.contains("min_p") && !body["min_p"].is_null()) s.min_p = static_cast<float>(number(body, "min_p", 0, 1));
-  if (body.contains("repeat_penalty") && !body["repeat_penalty"].is_null()) s.repeat_penalty = static_cast<float>(number(body, "repeat_penalty", 0, 10));
+  if (body.contains("repeat_penalty") && !body["repeat_penalty"].is_null()) s.repeat_penalty = static_cast<float>(number(body, "repeat_penalty", 0, runtime::kMaxRepeatPenalty));
   if (body.contains("seed") && !body["seed"].is_null()) s.seed = static_cast<uint64_t>(integer(body, "seed", INT64_MIN, INT64_MAX));
   if (body.contains("ignore_eos")) g.ignore_eos = boolean(body, "ignore_eos");
   if (body.contains("stop") && !body["stop"].is_null()) {

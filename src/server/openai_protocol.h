@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +22,7 @@ class ApiError : public std::runtime_error {
         code(std::move(error_code)),
         param(std::move(error_param)) {}
   nlohmann::json to_json() const;
+  std::string body() const;  // to_json() as text; bytes that are not UTF-8 are replaced
   int status;
   std::string type, code, param;
 };
@@ -40,6 +42,11 @@ struct CompletionRequest {
   runtime::GenerateOptions generate;
 };
 
+inline constexpr int kMaxJsonDepth = 64;  // nesting of arrays and objects in a request
+
+// A request body as JSON: ApiError (400) for bad syntax, numbers out of range and values
+// nested deeper than kMaxJsonDepth, which are refused while parsing.
+nlohmann::ordered_json parse_request_json(std::string_view body);
 // Throws ApiError (400) naming the offending field.
 CompletionRequest parse_completion_request(const std::string& body, bool chat);
 

@@ -30,7 +30,11 @@ Tokenizer Tokenizer::from_gguf(const gguf::File& f) {
     if (static_cast<int32_t>(types.size()) != n) fail("{}: token_type has {} entries for {} tokens", f.path(), types.size(), n);
     for (int32_t i = 0; i < n; ++i) t.types_[static_cast<size_t>(i)] = static_cast<int32_t>(types[static_cast<size_t>(i)]);
   }
-  for (int32_t i = 0; i < n; ++i) t.ids_.emplace(t.tokens_[static_cast<size_t>(i)], i);
+  for (int32_t i = 0; i < n; ++i) {
+    const std::string& piece = t.tokens_[static_cast<size_t>(i)];
+    t.ids_.emplace(piece, i);
+    t.longest_token_bytes_ = std::max(t.longest_token_bytes_, piece.size());  // its text is at most this long
+  }
   const auto& merges = f.get_array("tokenizer.ggml.merges", gguf::ValueType::STRING).strings();
   for (size_t r = 0; r < merges.size(); ++r) {
     if (merges[r].find(' ', 1) == std::string::npos) fail("{}: merge {} '{}' has no separating space", f.path(), r, merges[r]);

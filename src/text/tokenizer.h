@@ -40,6 +40,9 @@ class Tokenizer {
   std::optional<int32_t> eos() const { return eos_; }
   bool add_bos() const { return add_bos_; }
   const std::string& pre_name() const { return pre_name_; }
+  // No token stands for more bytes of text than this, so a text of n bytes has at least
+  // n / longest_token_bytes() tokens.
+  size_t longest_token_bytes() const { return longest_token_bytes_; }
 
  private:
   Tokenizer() = default;
@@ -55,6 +58,7 @@ class Tokenizer {
   std::optional<int32_t> bos_, eos_;
   bool add_bos_ = false;
   std::string pre_name_;
+  size_t longest_token_bytes_ = 1;
   std::optional<PreTokenizer> pre_;
 };
 

@@ -37,4 +37,43 @@ std::optional<uint64_t> parse_size(std::string_view text) {
   return static_cast<uint64_t>(bytes);
 }
 
+namespace {
+
+// Length of the valid UTF-8 sequence at s[i] (overlongs, surrogates and code points past
+// U+10FFFF are invalid), or 0.
+size_t utf8_length(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const unsigned char c = b(0);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(k) & 0xC0) != 0x80) return 0;
+  }
+  if (n == 2 && c < 0xC2) return 0;
+  if (n == 3 && ((c == 0xE0 && b(1) < 0xA0) || (c == 0xED && b(1) >= 0xA0))) return 0;
+  if (n == 4 && ((c == 0xF0 && b(1) < 0x90) || c > 0xF4 || (c == 0xF4 && b(1) >= 0x90))) return 0;
+  return n;
+}
+
+}  // namespace
+
+std::string printable(std::string_view text, size_t max_bytes) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = utf8_length(text, i);
+    const auto c = static_cast<unsigned char>(text[i]);
+    const bool escape = n == 0 || (n == 1 && (c < 0x20 || c == 0x7F));
+    const size_t width = escape ? 4 : n;
+    if (out.size() + width > max_bytes) return out + "...";
+    if (escape) {
+      out += fmt::format("\\x{:02x}", c);
+      ++i;
+    } else {
+      out.append(text.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
 }  // namespace epq

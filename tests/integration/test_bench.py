@@ -21,7 +21,7 @@ class BenchTest(unittest.TestCase):
         self.assertEqual(len(rows), 6, table)
         for row in rows:
             if row.startswith("| 8M"):
-                self.assertRegex(row, r"FAIL \(refused: minimum budget [\d.]+ MiB\)")
+                self.assertRegex(row, r"FAIL \(refused: minimum budget [\d.]+ MiB \(\d+ bytes\)\)")
             else:
                 self.assertIn("PASS", row)
         with open(out_json) as f:
@@ -45,7 +45,7 @@ class BenchTest(unittest.TestCase):
         model = synth("bench.gguf", "--preset", "tiny", "--expert-ffn", "2048")
         proc = run("bench", "-m", model, "--budgets", "lots", "--no-probe", check=False)
         self.assertNotEqual(proc.returncode, 0)
-        self.assertIn("'lots' is not a size", proc.stderr)
+        self.assertIn("--budgets: expected a size such as 8G or 512M, got 'lots'", proc.stderr)
 
 
 class ProbeTest(unittest.TestCase):

@@ -374,6 +374,36 @@ TEST(JinjaLimits, RecursionAndSizeAreBounded) {
   EXPECT_EQ(error_of("{{ x }}", Json::parse("{\"x\": " + deep + "}")), "template context: value nested more than 512 levels deep");
 }
 
+// Left-associative chains nest their trees without nesting the parser: their height has
+// its own bound, checked as they are built (evaluating or destroying 100,000 levels
+// would overflow the stack).
+TEST(JinjaLimits, LongOperatorAndFilterChainsAreBounded) {
+  auto chain = [](std::string first, std::string_view link, int n) {
+    for (int i = 0; i < n; ++i) first += link;
+    return "{{ " + first + " }}";
+  };
+  for (const std::string_view link : {" + 1", " - 1", " * 1", " ~ 'a'", " // 1", " ** 1", " and 1", " or 1", "|string", ".x", "[0]", "()",
+                                  " is defined"}) {
+    SCOPED_TRACE(link);
+    const std::string error = error_of(chain("1", link, 100000));
+    EXPECT_NE(error.find("expression nested more than 1024 levels deep"), std::string::npos) << error;
+  }
+  // Comparison chains (a == b == c) are one flat node, evaluated in a loop: no bound needed.
+  EXPECT_EQ(render(chain("1", " == 1", 100000)), "True");
+  // Up to the bound, chains render.
+  EXPECT_EQ(render(chain("0", " + 1", 1000)), "1000");
+  EXPECT_EQ(render(chain("'a'", "|lower", 1000)), "a");
+}
+
+// Each expression is bounded, and so is their sum through macro calls.
+TEST(JinjaLimits, EvaluationDepthAcrossMacroCallsIsBounded) {
+  std::string tall = "f(n - 1)";  // the call at the bottom of a 900-level tree
+  for (int i = 0; i < 900; ++i) tall += " ~ ''";
+  const std::string source = "{% macro f(n) %}{% if n > 0 %}{{ " + tall + " }}{% endif %}{% endmacro %}{{ f(200) }}";
+  const std::string error = error_of(source);
+  EXPECT_NE(error.find("expressions nested more than 4096 deep (through macro calls)"), std::string::npos) << error;
+}
+
 TEST(JinjaLimits, WorkIsBounded) {
   RenderOptions options;
   options.max_statements = 10000;

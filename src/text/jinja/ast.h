@@ -50,6 +50,9 @@ struct Expr {
                expr::Filter, expr::Test, expr::Not, expr::Negate, expr::Binary, expr::Logical, expr::Compare,
                expr::Conditional>
       node;
+  // Nodes on the longest path down from this one, itself included: evaluating and
+  // destroying the tree recurse this deep, so the parser bounds it.
+  int height = 1;
 };
 
 struct Stmt;

@@ -12,6 +12,9 @@ namespace epq::text::jinja {
 namespace {
 
 constexpr int kMaxCallDepth = 256;
+// Expressions being evaluated at once, across macro calls (each recursion is a few
+// stack frames): the parser bounds one expression's height, this bounds their sum.
+constexpr int kMaxEvalDepth = 4096;
 
 struct Scope {
   explicit Scope(std::shared_ptr<Scope> outer) : parent(std::move(outer)) {}
@@ -92,7 +95,18 @@ class Interpreter {
   }
 
   Value eval(const Expr& e) {
+    struct Depth {
+      explicit Depth(int& d) : depth(d) {
+        if (++depth > kMaxEvalDepth) {
+          --depth;
+          failure("expressions nested more than {} deep (through macro calls)", kMaxEvalDepth);
+        }
+      }
+      ~Depth() { --depth; }
+      int& depth;
+    };
     try {
+      const Depth depth(eval_depth_);
       return std::visit([&](const auto& node) { return value_of(node); }, e.node);
     } catch (const Failure& f) {
       fail_at(e.at, f.what());
@@ -345,6 +359,7 @@ class Interpreter {
   std::shared_ptr<Scope> scope_;
   std::string* out_ = nullptr;
   int depth_ = 0;
+  int eval_depth_ = 0;
   uint64_t max_statements_;
 };
 

@@ -13,7 +13,10 @@ namespace epq::text::jinja {
 namespace {
 
 // Deeper nesting of tags or expressions is refused: it would only exhaust the stack.
+// Left-associative chains (1+1+...+1, x|f|f|..., a.b.c...) nest without recursing in
+// the parser, so an expression's tree height has its own bound.
 constexpr int kMaxNesting = 256;
+constexpr int kMaxExpressionHeight = 1024;
 
 std::string describe(const Token& t) {
   switch (t.kind) {
@@ -28,9 +31,53 @@ std::string describe(const Token& t) {
   }
 }
 
+int height(const ExprPtr& e) { return e ? e->height : 0; }
+int height(const std::vector<ExprPtr>& items) {
+  int h = 0;
+  for (const ExprPtr& e : items) h = std::max(h, height(e));
+  return h;
+}
+int height(const CallArgs& args) {
+  int h = height(args.positional);
+  for (const auto& [name, e] : args.named) h = std::max(h, height(e));
+  return h;
+}
+template <typename... Parts>
+int tallest(const Parts&... parts) {
+  return std::max({0, height(parts)...});
+}
+
+// The tallest child of each kind of node.
+int child_height(const expr::Literal&) { return 0; }
+int child_height(const expr::Name&) { return 0; }
+int child_height(const expr::List& n) { return height(n.items); }
+int child_height(const expr::Dict& n) {
+  int h = 0;
+  for (const auto& [key, value] : n.items) h = std::max(h, tallest(key, value));
+  return h;
+}
+int child_height(const expr::Attribute& n) { return height(n.object); }
+int child_height(const expr::Item& n) { return tallest(n.object, n.key); }
+int child_height(const expr::Slice& n) { return tallest(n.object, n.start, n.stop, n.step); }
+int child_height(const expr::Call& n) { return tallest(n.callee, n.args); }
+int child_height(const expr::Filter& n) { return tallest(n.input, n.args); }
+int child_height(const expr::Test& n) { return tallest(n.input, n.args); }
+int child_height(const expr::Not& n) { return height(n.operand); }
+int child_height(const expr::Negate& n) { return height(n.operand); }
+int child_height(const expr::Binary& n) { return tallest(n.left, n.right); }
+int child_height(const expr::Logical& n) { return tallest(n.left, n.right); }
+int child_height(const expr::Compare& n) {
+  int h = height(n.first);
+  for (const auto& [op, e] : n.rest) h = std::max(h, height(e));
+  return h;
+}
+int child_height(const expr::Conditional& n) { return tallest(n.condition, n.then, n.otherwise); }
+
 template <typename Node>
 ExprPtr make(Location at, Node node) {
-  return std::make_unique<Expr>(Expr{at, std::move(node)});
+  const int h = 1 + child_height(node);
+  if (h > kMaxExpressionHeight) fail_at(at, fmt::format("expression nested more than {} levels deep", kMaxExpressionHeight));
+  return std::make_unique<Expr>(Expr{at, std::move(node), h});
 }
 
 class Parser {
