@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 
 #include <iostream>
+#include <limits>
 
 #include "app/commands.h"
 #include "app/engine_flags.h"
@@ -14,6 +15,27 @@
 
 namespace epq::app {
 namespace {
+
+// A message is one line of at most kMaxLineBytes (the server's default --max-body).
+constexpr size_t kMaxLineBytes = 1 << 20;
+
+// The next line into `line`; false at the end of input. A longer line is skipped whole
+// and comes back empty, with *too_long set.
+bool read_line(std::istream& in, std::string& line, bool* too_long) {
+  line.clear();
+  *too_long = false;
+  for (int c; (c = in.get()) != std::char_traits<char>::eof();) {
+    if (c == '\n') return true;
+    if (line.size() == kMaxLineBytes) {
+      in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+      line.clear();
+      *too_long = true;
+      return true;
+    }
+    line.push_back(static_cast<char>(c));
+  }
+  return !line.empty();
+}
 
 struct ChatArgs {
   runtime::EngineOptions engine;
@@ -33,7 +55,9 @@ void run(ChatArgs& a) {
   std::string line;
   for (;;) {
     if (interactive) fmt::print(stderr, "> ");
-    if (!std::getline(std::cin, line) || line == "/exit") break;
+    bool too_long = false;
+    if (!read_line(std::cin, line, &too_long) || line == "/exit") break;
+    if (too_long) fmt::print(stderr, "epq chat: a message is longer than {} bytes; it was not sent\n", kMaxLineBytes);
     if (line == "/reset") {
       messages.erase(messages.begin() + (a.system.empty() ? 0 : 1), messages.end());
       session.truncate(0);

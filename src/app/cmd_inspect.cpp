@@ -68,7 +68,7 @@ void print_experts(const gguf::File& f, const std::string& arch) {
   };
   std::map<int, LayerExperts> layers;
   for (const gguf::TensorInfo& t : f.tensors()) {
-    if (models::classify_tensor(t.name) != models::TensorRole::kRoutedExpert || t.dims.size() != 3) continue;
+    if (models::classify_tensor(t.name) != models::TensorRole::kRoutedExpert || t.dims.size() != 3 || t.dims[2] == 0) continue;
     int layer = -1;
     if (std::sscanf(t.name.c_str(), "blk.%d.", &layer) != 1) continue;
     LayerExperts& l = layers[layer];
@@ -102,14 +102,19 @@ void print_experts(const gguf::File& f, const std::string& arch) {
 }
 
 void print_kv(const gguf::File& f, const std::string& arch) {
-  const int64_t n_layer = f.get_int_or(arch + ".block_count", 0);
-  const int64_t n_head = f.get_int_or(arch + ".attention.head_count", 0);
-  const int64_t n_head_kv = f.get_int_or(arch + ".attention.head_count_kv", n_head);
-  const int64_t n_embd = f.get_int_or(arch + ".embedding_length", 0);
+  // Raw metadata, shown as it is: values outside 0..2^30 count as 0 (no arithmetic overflows).
+  auto count = [&](const std::string& key, int64_t fallback) {
+    const int64_t v = f.get_int_or(key, fallback);
+    return v >= 0 && v <= (int64_t{1} << 30) ? v : 0;
+  };
+  const int64_t n_layer = count(arch + ".block_count", 0);
+  const int64_t n_head = count(arch + ".attention.head_count", 0);
+  const int64_t n_head_kv = count(arch + ".attention.head_count_kv", n_head);
+  const int64_t n_embd = count(arch + ".embedding_length", 0);
   const int64_t head_dim = n_head ? n_embd / n_head : 0;
-  const int64_t k = f.get_int_or(arch + ".attention.key_length", head_dim);
-  const int64_t v = f.get_int_or(arch + ".attention.value_length", head_dim);
-  const uint64_t per_token = static_cast<uint64_t>(n_layer * n_head_kv * (k + v) * 2);
+  const int64_t k = count(arch + ".attention.key_length", head_dim);
+  const int64_t v = count(arch + ".attention.value_length", head_dim);
+  const uint64_t per_token = static_cast<uint64_t>(n_layer) * static_cast<uint64_t>(n_head_kv) * static_cast<uint64_t>(k + v) * 2;
   fmt::print("\nKV cache (F16): {} per token ({} layers x {} KV heads x ({} + {}) x 2 bytes)\n", format_bytes(per_token),
              n_layer, n_head_kv, k, v);
 }
@@ -154,7 +159,7 @@ void add_inspect_command(CLI::App& root) {
   c->add_flag("--no-metadata", args->no_metadata, "Skip the metadata listing");
   c->add_flag("--no-tensors", args->no_tensors, "Skip the tensor table");
   c->add_option("--tensor", args->tensor, "Print dequantized values of this tensor instead");
-  c->add_option("--dequant", args->dequant, "How many values --tensor prints (default 16)");
+  c->add_option("--dequant", args->dequant, "How many values --tensor prints (default 16)")->check(CLI::Range(1, 1 << 24));
   c->callback([args] { run(*args); });
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "app/commands.h"
+#include "app/validators.h"
 #include "gguf/file.h"
 #include "models/tensor_role.h"
 #include "pager/io_probe.h"
@@ -42,7 +43,7 @@ void run(const ProbeArgs& a) {
   std::string why = "default";
   if (!a.size.empty()) {
     auto s = parse_size(a.size);
-    if (!s || *s == 0) fail("--size: expected a size such as 1M, got '{}'", a.size);
+    if (!s || *s < 4096 || *s > (64u << 20) || *s % 4096 != 0) fail("--size: expected a multiple of 4K from 4K to 64M, got '{}'", a.size);
     size = *s;
     why = "--size";
   } else if (uint64_t e = expert_read_size(a.file)) {
@@ -55,7 +56,7 @@ void run(const ProbeArgs& a) {
   fmt::print("request size {} ({}), random aligned offsets, {:.1f} s per point, io_uring\n\n", format_bytes(size), why, a.seconds);
   fmt::print("| queue depth | direct MB/s | buffered MB/s |\n|---:|---:|---:|\n");
   for (int depth : a.depths) {
-    if (depth < 1 || depth > 4096) fail("--depths: {} is out of range (1..4096)", depth);
+    if (size * static_cast<uint64_t>(depth) > (1u << 30)) fail("--size x --depths must stay within 1G ({} x {})", format_bytes(size), depth);
     std::string d = "-", b = "-";
     if (direct) d = fmt::format("{:.0f}", pager::probe_read_rate(a.file, size, depth, true, a.seconds).bytes_per_second() / 1e6);
     if (!a.no_buffered) b = fmt::format("{:.0f}", pager::probe_read_rate(a.file, size, depth, false, a.seconds).bytes_per_second() / 1e6);
@@ -71,8 +72,8 @@ void add_probe_io_command(CLI::App& root) {
   CLI::App* c = root.add_subcommand("probe-io", "Measure O_DIRECT and buffered read throughput of a file's disk at several queue depths");
   c->add_option("file", args->file, "File to read (e.g. the model)")->required();
   c->add_option("--size", args->size, "Request size (default: the model's mean expert matrix, else 1M)");
-  c->add_option("--depths", args->depths, "Queue depths to measure")->delimiter(',')->capture_default_str();
-  c->add_option("--seconds", args->seconds, "Seconds per measurement")->capture_default_str();
+  c->add_option("--depths", args->depths, "Queue depths to measure")->delimiter(',')->check(CLI::Range(1, 256))->capture_default_str();
+  c->add_option("--seconds", args->seconds, "Seconds per measurement")->check(finite_range(0.01, 3600))->capture_default_str();
   c->add_flag("--no-buffered", args->no_buffered, "Measure direct reads only");
   c->callback([args] { run(*args); });
 }

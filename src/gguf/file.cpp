@@ -17,6 +17,9 @@ namespace epq::gguf {
 namespace {
 
 constexpr int kMaxArrayNesting = 8;
+// Metadata held in memory (a large tokenizer takes some tens of MiB). Elements take more
+// room parsed than in the file (a uint8 becomes an int64), so this is counted too.
+constexpr uint64_t kMaxMetadataMemory = uint64_t{256} << 20;
 
 // Bounds-checked little-endian reader over the file image. Every failure names the
 // file, what was being read and where.
@@ -46,9 +49,18 @@ class Cursor {
       fail("{}: {} at offset {} has length {}, past the end of the file ({} bytes)", label_, what,
            at, n, bytes_.size());
     }
+    charge_memory(n, at);
     std::string s(reinterpret_cast<const char*>(bytes_.data() + pos_), n);
     pos_ += n;
     return s;
+  }
+
+  // Counts bytes the parsed metadata will hold; refuses a header that needs too many.
+  void charge_memory(uint64_t bytes, uint64_t at) {
+    memory_ += bytes;
+    if (memory_ > kMaxMetadataMemory) {
+      fail("{}: the metadata at offset {} would take more than {} MiB of memory", label_, at, kMaxMetadataMemory >> 20);
+    }
   }
 
   // An element count claims at least count*min_bytes more bytes: check before allocating.
@@ -65,6 +77,7 @@ class Cursor {
   std::span<const uint8_t> bytes_;
   const std::string& label_;
   uint64_t pos_ = 0;
+  uint64_t memory_ = 0;
 };
 
 uint64_t scalar_size(ValueType t) {
@@ -110,6 +123,8 @@ Value read_value(Cursor& c, ValueType type, const std::string& key, int depth) {
       uint64_t at = c.pos();
       uint64_t n = c.read<uint64_t>("an array length");
       c.check_count(n, scalar_size(elem), "array", at);
+      const uint64_t element_memory = elem == ValueType::STRING ? sizeof(std::string) : elem == ValueType::ARRAY ? sizeof(Value) : 8;
+      c.charge_memory(n * element_memory, at);  // n is at most the file size, so this does not overflow
       if (elem == ValueType::STRING) {
         std::vector<std::string> v;
         v.reserve(n);

@@ -14,7 +14,9 @@ ExpertLayout read_expert_layout(const gguf::File& file, int layer, int64_t n_emb
     const std::string name = "blk." + std::to_string(layer) + "." + names[i] + ".weight";
     const gguf::TensorInfo* t = file.find_tensor(name);
     if (t == nullptr) fail("{}: missing tensor '{}'", file.path(), name);
-    if (t->dims.size() != 3) fail("{}: tensor '{}' has shape {}, expected 3 dimensions", file.path(), name, t->shape_string());
+    if (t->dims.size() != 3 || t->dims[0] == 0 || t->dims[1] == 0 || t->dims[2] == 0) {
+      fail("{}: tensor '{}' has shape {}, expected 3 non-zero dimensions", file.path(), name, t->shape_string());
+    }
     if (!quant::info(t->type).supported) {
       fail("{}: tensor '{}' has type {}, which EPQ does not support (supported: {})", file.path(), name,
            quant::name(t->type), quant::supported_type_names());

@@ -73,8 +73,26 @@ Qwen3MoeHparams read_qwen3moe_hparams(const gguf::File& f, const ModelOptions& o
   return h;
 }
 
+namespace {
+
+// The tensor `name` must exist with shape [cols, rows].
+const gguf::TensorInfo& matrix_tensor(const gguf::File& f, const std::string& name, int64_t cols, int64_t rows) {
+  const gguf::TensorInfo* t = f.find_tensor(name);
+  if (t == nullptr) fail("{}: missing tensor '{}'", f.path(), name);
+  if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows) {
+    fail("{}: tensor '{}' has shape {}, expected [{}, {}]", f.path(), name, t->shape_string(), cols, rows);
+  }
+  return *t;
+}
+
+}  // namespace
+
 ModelInfo qwen3moe_info(const gguf::File& f, const ModelOptions& options) {
   const Qwen3MoeHparams h = read_qwen3moe_hparams(f, options);
+  // The sizes the memory plan multiplies, checked against the tensors before any plan.
+  matrix_tensor(f, "token_embd.weight", h.n_embd, h.n_vocab);
+  matrix_tensor(f, "blk.0.attn_q.weight", h.n_embd, int64_t{h.n_head} * h.head_dim);
+  matrix_tensor(f, "blk.0.attn_k.weight", h.n_embd, int64_t{h.n_head_kv} * h.head_dim);
   ModelInfo info;
   info.architecture = "qwen3moe";
   info.name = f.get_string_or("general.name", "");
@@ -208,11 +226,7 @@ class Qwen3Moe : public Model {
 
  private:
   static Matrix bind(const gguf::File& f, const ResidentWeights& w, const std::string& name, int64_t cols, int64_t rows) {
-    const gguf::TensorInfo* t = f.find_tensor(name);
-    if (t == nullptr) fail("{}: missing tensor '{}'", f.path(), name);
-    if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows) {
-      fail("{}: tensor '{}' has shape {}, expected [{}, {}]", f.path(), name, t->shape_string(), cols, rows);
-    }
+    const gguf::TensorInfo* t = &matrix_tensor(f, name, cols, rows);
     if (!quant::info(t->type).supported) {
       fail("{}: tensor '{}' has type {}, which EPQ does not support (supported: {})", f.path(), name, quant::name(t->type),
            quant::supported_type_names());

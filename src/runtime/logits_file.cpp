@@ -1,5 +1,9 @@
 #include "runtime/logits_file.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -7,6 +11,7 @@
 #include <fstream>
 
 #include "util/error.h"
+#include "util/regular_file.h"
 
 namespace epq::runtime {
 namespace {
@@ -59,6 +64,8 @@ void LogitsWriter::finish() {
 }
 
 LogitsFile read_logits_file(const std::string& path) {
+  struct stat st {};
+  ::close(open_regular_file(path, O_RDONLY, &st));  // a FIFO would block the stream's open
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) fail("cannot open logits file {}", path);
   const auto size = static_cast<uint64_t>(in.tellg());
@@ -72,8 +79,10 @@ LogitsFile read_logits_file(const std::string& path) {
   LogitsFile f;
   f.n_vocab = header[1];
   const uint64_t n = header[2];
-  const uint64_t expected = 16 + n * 4 + n * f.n_vocab * 4;
-  if (f.n_vocab == 0 || size != expected) fail("{}: truncated or corrupt: {} bytes, expected {}", path, size, expected);
+  const uint64_t row = 4 + uint64_t{f.n_vocab} * 4;  // a target and its logits; no product below can overflow
+  if (f.n_vocab == 0 || size < 16 || (size - 16) % row != 0 || (size - 16) / row != n) {
+    fail("{}: truncated or corrupt: {} bytes for {} positions of {} logits", path, size, n, f.n_vocab);
+  }
   f.targets.resize(n);
   f.logits.resize(n * f.n_vocab);
   in.read(reinterpret_cast<char*>(f.targets.data()), static_cast<std::streamsize>(n * 4));

@@ -52,7 +52,8 @@ MemoryPlan plan_memory(const gguf::File& file, const models::ModelInfo& info, co
   // The smallest budget b with b - page_tables(b) >= need: b - floor(b/512) never
   // decreases as b grows, so start a page-table block below 512/511 (need + 1 MiB) and
   // step up.
-  auto budget_for = [&](uint64_t need) {
+  auto budget_for = [&](uint64_t need) -> uint64_t {
+    if (need > (uint64_t{1} << 60)) return UINT64_MAX;  // no machine has it: the plan refuses
     const uint64_t start = (need + (1 << 20)) / 511 * 512;
     uint64_t b = start > 1024 ? start - 1024 : 0;
     while (b < page_tables(b) || b - page_tables(b) < need) ++b;

@@ -15,8 +15,9 @@ void ConnectionThreads::enqueue(std::function<void()> connection) {
     std::thread([this, c = connection]() mutable { serve(std::move(c)); }).detach();
     ++running_;
   } catch (const std::system_error&) {
-    waiting_.push_back(std::move(connection));  // no thread to be had now: the next free one takes it
-    if (running_ == 0) throw;
+    // No thread to be had now: a running one takes the connection when it is free; with
+    // none running, the connection is refused (closing it) rather than left waiting.
+    if (running_ > 0) waiting_.push_back(std::move(connection));
   }
 }
 

@@ -2,7 +2,8 @@
 // httplib's task queue for `epq serve`: every connection gets a thread of its own, up to
 // a limit, so that slow or idle clients (each holding its connection until httplib's
 // read timeout) cannot starve the rest: /health still answers while dozens of clients
-// trickle their requests in. Past the limit, connections wait in arrival order.
+// trickle their requests in. Past the limit, connections wait in arrival order. When no
+// thread can be started at all, a new connection is dropped (its socket closed with it).
 #include <httplib.h>
 
 #include <condition_variable>

@@ -70,7 +70,11 @@ void GenerationQueue::worker() {
         session_.truncate(0);
       }
     }
-    if (job->on_done) job->on_done();
+    try {
+      if (job->on_done) job->on_done();
+    } catch (const std::exception& e) {  // out of memory building the last chunks: the stream still ends
+      job->error = e.what();
+    }
     {
       std::lock_guard lock(mu_);
       running_job_ = false;

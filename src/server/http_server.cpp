@@ -83,7 +83,7 @@ class Server {
                engine_.info().name, options_.host, options_.port, options_.model_id,
                chat_template_.is_chatml_fallback() ? "ChatML template" : "the model's chat template", format_bytes(server_reserve_bytes(options_)),
                options_.max_connections, options_.max_body_bytes);
-    http_.listen_after_bind();
+    if (!http_.listen_after_bind()) fail("the server stopped accepting connections on {}:{}", options_.host, options_.port);
   }
 
   // Finishes queued generations, then stops the HTTP server.
@@ -159,7 +159,8 @@ class Server {
   }
 
   // Memory a request of n body bytes may need while it is read, parsed, rendered and
-  // tokenized (measured: docs/SERVER.md), and never more than the pool holds.
+  // tokenized (measured: docs/SERVER.md "Limits"); for bodies up to --max-body, at most
+  // the pool's capacity.
   static uint64_t request_bytes(uint64_t n) { return kRequestFixedBytes + n * kRequestBytesPerBodyByte; }
 
   // The request's prompt as tokens; its messages (or prompt text) are moved out.

@@ -61,9 +61,13 @@ void validate(const Options& o) {
   positive("--ctx", o.context_length);
   if (o.n_expert_used > o.n_expert) fail("synth: --expert-used {} exceeds --experts {}", o.n_expert_used, o.n_expert);
   if (o.n_head % o.n_head_kv != 0) fail("synth: --heads {} is not a multiple of --heads-kv {}", o.n_head, o.n_head_kv);
-  if (o.head_dim % 2 != 0) fail("synth: --head-dim must be even for rope, got {}", o.head_dim);
+  if (o.head_dim % 8 != 0) fail("synth: --head-dim must be a multiple of 8 (as the loader requires), got {}", o.head_dim);
+  if (int64_t{o.n_head} * o.head_dim > (1 << 20) || int64_t{o.n_layer} * o.n_expert > (1 << 24) || o.n_embd > (1 << 20) ||
+      o.n_ff_exp > (1 << 20)) {
+    fail("synth: the shape is too large (heads x head-dim and --embd and --expert-ffn at most 2^20, layers x experts at most 2^24)");
+  }
   if (o.tail_layers < 0 || o.tail_layers > o.n_layer) fail("synth: --tail-layers must be 0..{}", o.n_layer);
-  if (o.zipf < 0) fail("synth: --zipf must be >= 0");
+  if (!(o.zipf >= 0 && o.zipf <= 100)) fail("synth: --zipf must be between 0 and 100");
 
   // Every matrix's row length must hold whole blocks of its type.
   auto fits = [](const char* role, quant::Type type, int row) {

@@ -135,7 +135,8 @@ LimitedRun run_with_memory_limit(const std::vector<std::string>& argv, uint64_t 
     }
     for (const auto& [path, target] : {std::pair{stdout_path.c_str(), STDOUT_FILENO}, std::pair{stderr_path.c_str(), STDERR_FILENO}}) {
       if (*path == '\0') continue;
-      const int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      // Not through a planted link, and never blocking on a planted FIFO.
+      const int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
       if (fd < 0 || dup2(fd, target) < 0) _exit(125);
     }
     execvp(args[0], args.data());

@@ -23,6 +23,10 @@ def _skip_value(buf, pos, vtype):
 
 
 def _encode(vtype, value):
+    """value: a number, a str or bytes (STRING), or (element type, count, raw bytes) (ARRAY)."""
+    if vtype == ARRAY:
+        elem, count, raw = value
+        return struct.pack("<IQ", elem, count) + raw
     if vtype == STRING:
         data = value.encode() if isinstance(value, str) else value
         return struct.pack("<Q", len(data)) + data

@@ -30,9 +30,10 @@ def free_port():
 class Server:
     """An `epq serve` process on a free port."""
 
-    def __init__(self, model, *args):
+    def __init__(self, model, *args, wrapper=()):
+        """wrapper: a command the server runs under, such as `epq limit --memory 160M --`."""
         self.port = free_port()
-        self.proc = subprocess.Popen([harness.EPQ, "serve", "-m", model, "--port", str(self.port), "-t", "2", *args],
+        self.proc = subprocess.Popen([*wrapper, harness.EPQ, "serve", "-m", model, "--port", str(self.port), "-t", "2", *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.time() + 30
         while time.time() < deadline:

@@ -12,9 +12,25 @@ namespace epq::text::jinja {
 namespace {
 
 constexpr int kMaxCallDepth = 256;
-// Expressions being evaluated at once, across macro calls (each recursion is a few
-// stack frames): the parser bounds one expression's height, this bounds their sum.
+// Statements and expressions being run at once, across macro calls (each recursion is a
+// few stack frames): the parser bounds one template's nesting and one expression's
+// height, this bounds their sum through macro calls.
 constexpr int kMaxEvalDepth = 4096;
+
+// Counts one level of evaluation for as long as it lives.
+class EvalDepth {
+ public:
+  explicit EvalDepth(int& depth) : depth_(depth) {
+    if (depth_ >= kMaxEvalDepth) failure("statements and expressions nested more than {} deep (through macro calls)", kMaxEvalDepth);
+    ++depth_;
+  }
+  ~EvalDepth() { --depth_; }
+  EvalDepth(const EvalDepth&) = delete;
+  EvalDepth& operator=(const EvalDepth&) = delete;
+
+ private:
+  int& depth_;
+};
 
 struct Scope {
   explicit Scope(std::shared_ptr<Scope> outer) : parent(std::move(outer)) {}
@@ -87,6 +103,7 @@ class Interpreter {
 
   Flow exec(const Stmt& s) {
     try {
+      const EvalDepth depth(eval_depth_);
       step();
       return std::visit([&](const auto& node) { return run(node); }, s.node);
     } catch (const Failure& f) {
@@ -95,18 +112,8 @@ class Interpreter {
   }
 
   Value eval(const Expr& e) {
-    struct Depth {
-      explicit Depth(int& d) : depth(d) {
-        if (++depth > kMaxEvalDepth) {
-          --depth;
-          failure("expressions nested more than {} deep (through macro calls)", kMaxEvalDepth);
-        }
-      }
-      ~Depth() { --depth; }
-      int& depth;
-    };
     try {
-      const Depth depth(eval_depth_);
+      const EvalDepth depth(eval_depth_);
       return std::visit([&](const auto& node) { return value_of(node); }, e.node);
     } catch (const Failure& f) {
       fail_at(e.at, f.what());
