@@ -1,6 +1,7 @@
 #include "text/jinja/interpreter.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <unordered_map>
 #include <utility>
@@ -14,14 +15,21 @@ namespace {
 constexpr int kMaxCallDepth = 256;
 // Statements and expressions being run at once, across macro calls (each recursion is a
 // few stack frames): the parser bounds one template's nesting and one expression's
-// height, this bounds their sum through macro calls.
+// height, this bounds their sum through macro calls, in levels and in stack bytes (frame
+// sizes differ between builds; sanitizers make them several times larger). Rendering
+// threads have 8 MiB stacks.
 constexpr int kMaxEvalDepth = 4096;
+constexpr uintptr_t kMaxStackBytes = 4 << 20;
 
 // Counts one level of evaluation for as long as it lives.
 class EvalDepth {
  public:
-  explicit EvalDepth(int& depth) : depth_(depth) {
-    if (depth_ >= kMaxEvalDepth) failure("statements and expressions nested more than {} deep (through macro calls)", kMaxEvalDepth);
+  EvalDepth(int& depth, uintptr_t stack_base) : depth_(depth) {
+    const auto here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+    if (depth_ >= kMaxEvalDepth || stack_base - here > kMaxStackBytes) {
+      failure("statements and expressions nested too deep through macro calls (over {} levels or {} MiB of stack)", kMaxEvalDepth,
+              kMaxStackBytes >> 20);
+    }
     ++depth_;
   }
   ~EvalDepth() { --depth_; }
@@ -103,7 +111,7 @@ class Interpreter {
 
   Flow exec(const Stmt& s) {
     try {
-      const EvalDepth depth(eval_depth_);
+      const EvalDepth depth(eval_depth_, stack_base_);
       step();
       return std::visit([&](const auto& node) { return run(node); }, s.node);
     } catch (const Failure& f) {
@@ -113,7 +121,7 @@ class Interpreter {
 
   Value eval(const Expr& e) {
     try {
-      const EvalDepth depth(eval_depth_);
+      const EvalDepth depth(eval_depth_, stack_base_);
       return std::visit([&](const auto& node) { return value_of(node); }, e.node);
     } catch (const Failure& f) {
       fail_at(e.at, f.what());
@@ -367,6 +375,8 @@ class Interpreter {
   std::string* out_ = nullptr;
   int depth_ = 0;
   int eval_depth_ = 0;
+  // The stack where rendering began (stacks grow down on x86-64).
+  const uintptr_t stack_base_ = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
   uint64_t max_statements_;
 };
 
