@@ -5,6 +5,7 @@ import json
 import os
 import re
 import signal
+import sys
 import socket
 import threading
 import time
@@ -378,6 +379,7 @@ class ServerBudget(unittest.TestCase):
         self.assertNotIn("killed by the memory limit", err)
         peak = int(re.search(r"peak RSS .* \((\d+) bytes\)", err).group(1))
         self.assertLessEqual(peak, 160 << 20, err)
+        print(f"\nstatuses {sorted(map(str, statuses))}; {err.strip().splitlines()[-1]}", file=sys.stderr)
 
 
 if __name__ == "__main__":
