@@ -3,9 +3,7 @@
 #include <fmt/core.h>
 
 #include <cmath>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "app/commands.h"
 #include "app/engine_flags.h"

@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   // --version print to stdout and exit 0.
   auto error = [](const std::string& message) {
     std::fflush(stdout);
-    fmt::print(stderr, "epq: error: {}\n", message);
+    fmt::print(stderr, "epq: error: {}\n", epq::printable(message, epq::Error::kMaxMessageBytes));
     return 1;
   };
   try {
@@ -41,13 +41,13 @@ int main(int argc, char** argv) {
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
-    return error(epq::printable(e.what(), epq::Error::kMaxMessageBytes) + " (see --help)");
+    return error(std::string(e.what()) + " (see --help)");
   } catch (const epq::Error& e) {
     return error(e.what());
   } catch (const std::bad_alloc&) {
     return error("out of memory");
   } catch (const std::exception& e) {
-    return error(epq::printable(std::string("internal error: ") + e.what(), epq::Error::kMaxMessageBytes));
+    return error(std::string("internal error: ") + e.what());
   }
   return 0;
 }

@@ -16,13 +16,8 @@ namespace epq::pager {
 ModelFile::ModelFile(const std::string& path, bool force_buffered) : path_(path) {
   struct stat st {};
   if (!force_buffered) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_NONBLOCK | O_CLOEXEC);
-    if (fd_ >= 0 && (fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode))) {
-      ::close(fd_);
-      fail("{}: not a regular file", path);
-    }
+    fd_ = try_open_regular_file(path, O_RDONLY | O_DIRECT, &st);
     if (fd_ >= 0) {
-      fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
       // Some filesystems accept the flag at open and fail reads; try one block.
       Buffer probe(kDirectAlign);
       if (::pread(fd_, probe.data(), kDirectAlign, 0) < 0) {

@@ -158,11 +158,6 @@ class Server {
     return body;
   }
 
-  // Memory a request of n body bytes may need while it is read, parsed, rendered and
-  // tokenized (measured: docs/SERVER.md "Limits"); for bodies up to --max-body, at most
-  // the pool's capacity.
-  static uint64_t request_bytes(uint64_t n) { return kRequestFixedBytes + n * kRequestBytesPerBodyByte; }
-
   // The request's prompt as tokens; its messages (or prompt text) are moved out.
   std::vector<int32_t> tokenize_prompt(CompletionRequest& r, bool* opens_reasoning) {
     std::string text = std::move(r.prompt);
@@ -332,8 +327,7 @@ void block_shutdown_signals() {
 
 uint64_t server_reserve_bytes(const ServerOptions& o) {
   constexpr uint64_t kOwnBytes = 16 << 20;  // template, web page, metrics, queued responses
-  return kOwnBytes + static_cast<uint64_t>(o.max_connections) * kConnectionBytes + kRequestFixedBytes +
-         o.max_body_bytes * kRequestBytesPerBodyByte;
+  return kOwnBytes + static_cast<uint64_t>(o.max_connections) * kConnectionBytes + request_bytes(o.max_body_bytes);
 }
 
 void serve(runtime::Engine& engine, const ServerOptions& options) {

@@ -27,6 +27,7 @@ struct ServerOptions {
 // and a multiple of its body (measured worst cases: docs/SERVER.md "Limits").
 inline constexpr uint64_t kRequestFixedBytes = 4 << 20;
 inline constexpr uint64_t kRequestBytesPerBodyByte = 48;
+inline constexpr uint64_t request_bytes(uint64_t body_bytes) { return kRequestFixedBytes + body_bytes * kRequestBytesPerBodyByte; }
 // Stack and buffers a connection's thread touches (estimated from httplib's buffers and
 // the handlers' deepest recursion, the Jinja evaluator's).
 inline constexpr uint64_t kConnectionBytes = 256 << 10;

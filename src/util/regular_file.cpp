@@ -11,9 +11,9 @@
 
 namespace epq {
 
-int open_regular_file(const std::string& path, int flags, struct stat* st) {
+int try_open_regular_file(const std::string& path, int flags, struct stat* st) {
   const int fd = ::open(path.c_str(), flags | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
+  if (fd < 0) return -1;
   if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
     const bool is_dir = S_ISDIR(st->st_mode);
     ::close(fd);
@@ -21,6 +21,12 @@ int open_regular_file(const std::string& path, int flags, struct stat* st) {
   }
   // O_NONBLOCK only kept the open from blocking; reads of regular files ignore it.
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+int open_regular_file(const std::string& path, int flags, struct stat* st) {
+  const int fd = try_open_regular_file(path, flags, st);
+  if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
   return fd;
 }
 

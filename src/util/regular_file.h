@@ -11,6 +11,9 @@ namespace epq {
 
 // open(2) with flags (O_RDONLY, O_DIRECT, ...); fills *st. Throws Error naming path.
 int open_regular_file(const std::string& path, int flags, struct stat* st);
+// The same, but an open that fails returns -1 with errno set (for opens that have a
+// fallback, such as O_DIRECT); a file that is not regular still throws.
+int try_open_regular_file(const std::string& path, int flags, struct stat* st);
 
 // The whole file as bytes; `what` names it in errors ("prompt file"). Files larger than
 // max_bytes are refused before they are read.
