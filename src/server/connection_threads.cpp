@@ -6,7 +6,7 @@
 namespace epq::server {
 
 void ConnectionThreads::enqueue(std::function<void()> connection) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   if (running_ >= max_threads_) {
     waiting_.push_back(std::move(connection));
     return;
@@ -16,8 +16,14 @@ void ConnectionThreads::enqueue(std::function<void()> connection) {
     ++running_;
   } catch (const std::system_error&) {
     // No thread to be had now: a running one takes the connection when it is free; with
-    // none running, the connection is refused (closing it) rather than left waiting.
-    if (running_ > 0) waiting_.push_back(std::move(connection));
+    // none running, it is served here, on the accepting thread (only the connection
+    // closes its socket, so dropping it would leak the socket and hang the client).
+    if (running_ > 0) {
+      waiting_.push_back(std::move(connection));
+    } else {
+      lock.unlock();
+      connection();
+    }
   }
 }
 

@@ -3,7 +3,7 @@
 // a limit, so that slow or idle clients (each holding its connection until httplib's
 // read timeout) cannot starve the rest: /health still answers while dozens of clients
 // trickle their requests in. Past the limit, connections wait in arrival order. When no
-// thread can be started at all, a new connection is dropped (its socket closed with it).
+// thread can be started at all, a new connection is served on the accepting thread.
 #include <httplib.h>
 
 #include <condition_variable>

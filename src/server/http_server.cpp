@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <strings.h>
 
 #include <chrono>
@@ -76,9 +77,17 @@ class Server {
 
   void listen() {
     http_.new_task_queue = [n = options_.max_connections] { return new ConnectionThreads(n); };
+    int listener = -1;
+    http_.set_socket_options([&listener](socket_t sock) {
+      httplib::default_socket_options(sock);
+      listener = sock;
+    });
     if (!http_.bind_to_port(options_.host, options_.port)) {
       fail("cannot listen on {}:{} (is the port in use?)", options_.host, options_.port);
     }
+    // Debian's httplib listens with a backlog of 5: a burst of connections overflows it and
+    // some are reset. Listening again on the socket raises the backlog.
+    if (listener >= 0) ::listen(listener, SOMAXCONN);
     fmt::print(stderr, "epq serve: {} on http://{}:{}/ (model id '{}', {}; {} reserved for up to {} connections and {}-byte bodies)\n",
                engine_.info().name, options_.host, options_.port, options_.model_id,
                chat_template_.is_chatml_fallback() ? "ChatML template" : "the model's chat template", format_bytes(server_reserve_bytes(options_)),
