@@ -9,6 +9,7 @@
 
 #include "app/commands.h"
 #include "app/engine_flags.h"
+#include "runtime/conversation_checkpoint.h"
 #include "runtime/generate.h"
 #include "text/chat_template.h"
 #include "util/error.h"
@@ -74,7 +75,11 @@ void run(ChatArgs& a) {
       messages.erase(messages.end() - 1);
       continue;
     }
-    const auto r = runtime::generate(session, tok, session.reuse_prefix(ids), a.gen, [](std::string_view piece) {
+    const std::span<const int32_t> fresh = session.reuse_prefix(ids);
+    if (engine.info().recurrent_bytes > 0) {
+      session.add_checkpoint(runtime::conversation_checkpoint(chat_template, tok, messages, nullptr, nlohmann::ordered_json::object(), ids));
+    }
+    const auto r = runtime::generate(session, tok, fresh, a.gen, [](std::string_view piece) {
       fmt::print("{}", piece);
       std::fflush(stdout);
       return true;

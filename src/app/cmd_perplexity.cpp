@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <cmath>
+#include <cstring>
 #include <optional>
 
 #include "app/commands.h"
@@ -18,6 +19,7 @@ namespace {
 struct PerplexityArgs {
   runtime::EngineOptions engine;
   std::string file;
+  std::string token_file;
   int chunks = 0;
   bool all_positions = false;
   std::string logits_out;
@@ -47,12 +49,23 @@ double token_nll(const float* logits, int32_t n_vocab, int32_t target) {
   return std::log(sum) + max - logits[target];
 }
 
-void run(PerplexityArgs& a) {
-  const std::string text = read_regular_file(a.file, "text file");
+// Token ids stored as int32 little-endian (the layout of llama.cpp's reference files).
+std::vector<int32_t> read_token_file(const std::string& path) {
+  const std::string bytes = read_regular_file(path, "token file");
+  if (bytes.size() % 4 != 0) fail("{}: {} bytes is not a whole number of int32 token ids", path, bytes.size());
+  std::vector<int32_t> tokens(bytes.size() / 4);
+  std::memcpy(tokens.data(), bytes.data(), bytes.size());
+  return tokens;
+}
 
+void run(PerplexityArgs& a) {
   // Tokenize before loading the model when the context follows the text's length.
   std::vector<int32_t> tokens;
-  {
+  if (a.file.empty() == a.token_file.empty()) fail("give the text to score with -f FILE, or its token ids with --token-file FILE");
+  if (!a.token_file.empty()) {
+    tokens = read_token_file(a.token_file);
+  } else {
+    const std::string text = read_regular_file(a.file, "text file");
     gguf::File file = gguf::File::open(a.engine.model_path);
     const text::Tokenizer tok = text::Tokenizer::from_gguf(file);
     tokens = tok.encode_prompt(text, false);
@@ -125,7 +138,10 @@ void add_perplexity_command(CLI::App& root) {
   auto args = std::make_shared<PerplexityArgs>();
   CLI::App* c = root.add_subcommand("perplexity", "Measure perplexity on a text file; save or compare logits");
   add_engine_flags(c, args->engine);
-  c->add_option("-f,--file", args->file, "Text file")->required();
+  CLI::Option* file = c->add_option("-f,--file", args->file, "Text file");
+  CLI::Option* token_file = c->add_option("--token-file", args->token_file,
+                                          "Score these token ids instead of a text: int32 little-endian, as llama.cpp's tools write them");
+  file->excludes(token_file);
   c->add_option("--chunks", args->chunks, "Score at most this many chunks (0: all)");
   c->add_flag("--all-positions", args->all_positions,
               "Teacher-forced NLL over the whole file as one sequence: score every position (--ctx defaults to the text's length)");

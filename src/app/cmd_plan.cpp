@@ -17,7 +17,7 @@ void run(const runtime::EngineOptions& options) {
   // Load what a run loads before planning, so the measured process size is the same.
   gguf::File file = gguf::File::open(o.model_path, gguf::File::Access::kHeaderOnly);
   const text::Tokenizer tokenizer = text::Tokenizer::from_gguf(file);
-  const models::ModelOptions model_options{o.expert_used};
+  const models::ModelOptions model_options{o.expert_used, o.chunked_delta_rule};
   const models::ModelInfo info = models::read_model_info(file, model_options);
   file.unmap();
   const runtime::MemoryPlan p = runtime::plan_memory_now(file, info, model_options, {*o.ram_budget, o.n_ctx, o.n_batch, o.n_threads, o.io});

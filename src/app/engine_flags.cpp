@@ -14,6 +14,12 @@ void add_engine_flags(CLI::App* c, runtime::EngineOptions& o) {
   c->add_option("--expert-used", o.expert_used, "Override the model's experts per token (top-k), for ablations")
       ->envname("EPQ_EXPERT_USED");
   c->add_option_function<std::string>(
+       "--delta-rule",
+       [&o](const std::string& v) { o.chunked_delta_rule = v == "chunked"; },
+       "Gated DeltaNet layers (qwen35moe): prompts token by token (recurrent, the default: a reused prefix gives the same bits "
+       "as a fresh run) or in chunks of 64 (chunked, the WY form; equal within float rounding)")
+      ->check(CLI::IsMember({"recurrent", "chunked"}));
+  c->add_option_function<std::string>(
        "--ram-budget",
        [&o](const std::string& v) {
          o.ram_budget = runtime::parse_budget(v, "--ram-budget");

@@ -60,4 +60,9 @@ void run_matmuls(ThreadPool& pool, std::span<const MatmulJob> jobs) {
   });
 }
 
+MatmulJob matmul_job(const Matrix& w, QuantizedInput& input, float* out, size_t out_stride) {
+  const quant::ActFormat f = quant::activation_format(w.type);
+  return {&w, input.data(f), input.stride(f), input.n_tokens(), out, out_stride};
+}
+
 }  // namespace epq

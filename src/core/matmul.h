@@ -9,6 +9,7 @@
 #include <span>
 
 #include "core/matrix.h"
+#include "core/quantized_input.h"
 #include "core/thread_pool.h"
 
 namespace epq {
@@ -23,5 +24,9 @@ struct MatmulJob {
 };
 
 void run_matmuls(ThreadPool& pool, std::span<const MatmulJob> jobs);
+
+// The job that multiplies w with every token of `input` (quantized to w's format on
+// first use): out[t * out_stride + r].
+MatmulJob matmul_job(const Matrix& w, QuantizedInput& input, float* out, size_t out_stride);
 
 }  // namespace epq

@@ -68,4 +68,19 @@ void swiglu(const float* gate, const float* up, int64_t n, float* out) {
   }
 }
 
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+void mul_sigmoid(float* x, const float* gate, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= sigmoid(gate[i]);
+}
+
+void l2_norm(float* x, float eps, int64_t n) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += double{x[i]} * x[i];
+  const float scale = 1.0f / std::max(std::sqrt(static_cast<float>(sum)), eps);
+  for (int64_t i = 0; i < n; ++i) x[i] *= scale;
+}
+
 }  // namespace epq::ops

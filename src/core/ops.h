@@ -16,4 +16,12 @@ void softmax(float* x, int64_t n);
 // out = silu(gate) * up, silu's exponential within 2 ulp (exp8); out may alias gate.
 void swiglu(const float* gate, const float* up, int64_t n, float* out);
 
+// x *= sigmoid(gate), element-wise (an output gate).
+void mul_sigmoid(float* x, const float* gate, int64_t n);
+// x = x / max(||x||_2, eps) (ggml's l2_norm; the sum of squares in double).
+void l2_norm(float* x, float eps, int64_t n);
+// ggml's softplus: x > 20 ? x : log(1 + e^x).
+float softplus(float x);
+float sigmoid(float x);
+
 }  // namespace epq::ops

@@ -26,18 +26,26 @@ struct ModelInfo {
   int n_ctx_train = 0;
   int n_expert = 0;
   int n_expert_used = 0;  // after any override
-  uint64_t kv_bytes_per_token = 0;
+  uint64_t recurrent_bytes = 0;  // per sequence: state that cannot be rolled back (0 without recurrent layers)
   std::vector<ExpertLayout> experts;  // per layer (empty for layers without experts)
 };
 
 struct ModelOptions {
   std::optional<int> expert_used;  // override top-k (for ablations)
+  // Recurrent layers evaluate prompt batches with the chunked form of their rule instead
+  // of token by token (see core/delta_rule.h).
+  bool chunked_delta_rule = false;
 };
 
 class ForwardState {
  public:
   virtual ~ForwardState() = default;
   virtual int n_ctx() const = 0;
+  // Recurrent layers' state (ModelInfo::recurrent_bytes bytes): a KV cache is rolled back
+  // by forgetting positions, this state only by restoring a copy saved at that position.
+  virtual void save_recurrent(uint8_t*) const {}
+  virtual void load_recurrent(const uint8_t*) {}
+  virtual void reset_recurrent() {}
 };
 
 // Timing of the last forward() call's parts, in milliseconds.
@@ -56,6 +64,15 @@ class Model {
   virtual void forward(ForwardState& state, ExpertSource& experts, ThreadPool& pool, std::span<const int32_t> tokens,
                        int32_t pos0, bool all_logits, float* logits, ForwardTiming* timing) const = 0;
 };
+
+// The ModelInfo of an architecture whose layers first_moe_layer.. n_layer-1 have routed
+// experts, with the expert tensors checked against the metadata ("<arch>.expert_*").
+struct MoeShape;
+struct ModelDims {
+  int n_vocab, n_embd, n_layer, n_ctx_train;
+};
+ModelInfo moe_model_info(const gguf::File& file, const std::string& arch, const ModelDims& dims, const MoeShape& moe,
+                         int first_moe_layer);
 
 // The architectures EPQ runs, e.g. "qwen3moe".
 std::vector<std::string> supported_architectures();

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "models/model.h"
+#include "models/qwen35moe.h"
 #include "models/qwen3moe.h"
 #include "util/error.h"
 
@@ -17,10 +18,15 @@ struct Architecture {
 
 const Architecture kArchitectures[] = {
     {"qwen3moe", qwen3moe_info, qwen3moe_state_bytes, load_qwen3moe},
+    {"qwen35moe", qwen35moe_info, qwen35moe_state_bytes, load_qwen35moe},
 };
 
 const Architecture& find(const gguf::File& file) {
   const std::string arch = file.get_string("general.architecture");
+  if (arch == "qwen3next") {
+    fail("{}: architecture 'qwen3next' (Qwen3-Next) is not supported yet: its fused ssm_in/ssm_ba projections differ from "
+         "qwen35moe's; Qwen3.5 and Qwen3.6 files (qwen35moe) run", file.path());
+  }
   for (const Architecture& a : kArchitectures) {
     if (arch == a.name) return a;
   }

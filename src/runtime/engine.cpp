@@ -46,7 +46,7 @@ Engine::Engine(const EngineOptions& options)
     : options_(resolve(options)),
       file_(gguf::File::open(options_.model_path, options_.ram_budget ? gguf::File::Access::kHeaderOnly : gguf::File::Access::kAll)) {
   tokenizer_.emplace(text::Tokenizer::from_gguf(file_));
-  const models::ModelOptions model_options{options_.expert_used};
+  const models::ModelOptions model_options{options_.expert_used, options_.chunked_delta_rule};
   auto note = [&](const std::string& text) {
     if (!options_.quiet) fmt::print(stderr, "epq: {}\n", text);
   };

@@ -30,6 +30,7 @@ struct EngineOptions {
   int n_threads = 0;  // 0: physical cores
   int n_batch = 256;  // tokens per forward pass when processing a prompt
   std::optional<int> expert_used;
+  bool chunked_delta_rule = false;  // see models::ModelOptions
   std::optional<uint64_t> ram_budget;  // set: page the experts within this budget
   std::string evict = "lru";
   pager::IoOptions io;

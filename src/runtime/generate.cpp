@@ -41,6 +41,7 @@ GenerateResult generate(Session& session, const text::Tokenizer& tokenizer, std:
   Sampler sampler(o.sampler);
   const int32_t n_vocab = tokenizer.n_vocab();
   auto start = std::chrono::steady_clock::now();
+  session.add_checkpoint(session.position() + static_cast<int32_t>(prompt.size()));  // a rerun of this prompt starts here
   const float* logits = session.eval(prompt);
   r.prompt_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (o.after_prompt) o.after_prompt();

@@ -43,6 +43,7 @@ MemoryPlan plan_memory(const gguf::File& file, const models::ModelInfo& info, co
       {"pager tables", max_slots * 128 + info.experts.size() * static_cast<uint64_t>(info.n_expert) * 4},
       {"heap headroom", kHeapHeadroom},
   };
+  if (info.recurrent_bytes > 0) p.lines.push_back({"recurrent-state snapshots", Session::snapshot_bytes(info)});
   if (in.reserved_bytes > 0) p.lines.push_back({"server threads and request buffers", in.reserved_bytes});
   // A memory cgroup also charges the page tables that map all of this: 8 bytes per 4 KiB
   // page, 1/512 of the budget (upper table levels and slack: 1 MiB).

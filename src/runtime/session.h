@@ -2,6 +2,12 @@
 // One token sequence being evaluated: its KV cache (in a ForwardState), the tokens so
 // far, and the logits of the last evaluation. Prompts are evaluated in batches of
 // EngineOptions::n_batch tokens; every forward pass is reported to the engine's pass log.
+//
+// A KV cache rolls back by forgetting positions; the state of recurrent layers (Gated
+// DeltaNet) cannot. For models that have it, the session keeps up to kSnapshots copies of
+// that state taken at checkpoint positions (where a reusable prefix ends: the end of a
+// prompt, the end of a conversation before the generation prompt), and rolls back only
+// to a checkpoint, or to the start.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -34,8 +40,12 @@ class Session {
   const std::vector<int32_t>& tokens() const { return tokens_; }
   int32_t position() const { return static_cast<int32_t>(tokens_.size()); }
   int32_t n_ctx() const { return state_->n_ctx(); }
-  // Forgets tokens after position n (their KV entries are overwritten later).
+  // Forgets tokens after position n (their KV entries are overwritten later). With
+  // recurrent state, n must be 0, the current position, or a checkpoint.
   void truncate(int32_t n);
+  // Snapshot the recurrent state when evaluation reaches `position` (a no-op for models
+  // without recurrent layers, or for a position already passed).
+  void add_checkpoint(int32_t position);
   // Keeps the longest prefix of the held tokens that prompt starts with (the KV cache of
   // an earlier turn or request), but never all of prompt, and returns the rest of prompt:
   // the tokens still to evaluate, at least one when prompt is not empty.
@@ -46,9 +56,19 @@ class Session {
   // Bytes of the logits buffers a session allocates (for the memory plan): the last
   // token's, and batch_rows more rows (n_batch with all_logits, else 0).
   static uint64_t logits_bytes(int n_vocab, int batch_rows);
+  // Recurrent-state snapshots a session keeps, and their bytes (for the memory plan).
+  static constexpr int kSnapshots = 2;
+  static uint64_t snapshot_bytes(const models::ModelInfo& info);
 
  private:
   void run(std::span<const int32_t> tokens, const std::function<void(size_t, const float*)>* on_logits);
+  // Rolls back to the latest snapshot at or before position n (or to the start).
+  void roll_back_to(int32_t n);
+
+  struct Snapshot {
+    int32_t position = -1;  // -1: free
+    Buffer state;
+  };
 
   Engine& engine_;
   std::unique_ptr<models::ForwardState> state_;
@@ -56,6 +76,9 @@ class Session {
   Buffer last_logits_;   // n_vocab floats
   Buffer batch_logits_;  // n_batch * n_vocab floats, only with EngineOptions::all_logits
   EvalStats stats_;
+  bool recurrent_;
+  std::vector<Snapshot> snapshots_;
+  std::vector<int32_t> checkpoints_;  // positions still to snapshot, ascending
 };
 
 }  // namespace epq::runtime

@@ -61,6 +61,7 @@ void GenerationQueue::worker() {
     if (!job->cancelled) {
       try {
         const std::span<const int32_t> fresh = session_.reuse_prefix(job->prompt);
+        session_.add_checkpoint(job->checkpoint);
         job->result = runtime::generate(session_, engine_.tokenizer(), fresh, job->options, [&](std::string_view piece) {
           return !job->cancelled && job->on_text(piece);
         });

@@ -20,6 +20,7 @@ namespace epq::server {
 
 struct Job {
   std::vector<int32_t> prompt;
+  int32_t checkpoint = 0;  // where the conversation before this turn's generation prompt ends (0: none)
   runtime::GenerateOptions options;
   std::function<bool(std::string_view)> on_text;  // worker thread; false cancels
   std::function<void()> on_done;                   // worker thread, when the job ends (optional)

@@ -12,8 +12,10 @@
 #include <filesystem>
 #include <fmt/core.h>
 #include <mutex>
+#include <optional>
 #include <thread>
 
+#include "runtime/conversation_checkpoint.h"
 #include "server/connection_threads.h"
 #include "server/generation_queue.h"
 #include "server/metrics.h"
@@ -168,11 +170,15 @@ class Server {
   }
 
   // The request's prompt as tokens; its messages (or prompt text) are moved out.
-  std::vector<int32_t> tokenize_prompt(CompletionRequest& r, bool* opens_reasoning) {
+  // For models with recurrent state, *checkpoint is where the conversation before the
+  // generation prompt ends (see runtime/conversation_checkpoint.h).
+  std::vector<int32_t> tokenize_prompt(CompletionRequest& r, bool* opens_reasoning, int32_t* checkpoint) {
     std::string text = std::move(r.prompt);
+    std::optional<nlohmann::ordered_json> history;  // the messages, kept for the checkpoint
     if (r.chat) {
       try {
-        text = chat_template_.render(std::move(r.messages), std::move(r.tools), true, std::move(r.template_kwargs));
+        if (engine_.info().recurrent_bytes > 0) history = r.messages;
+        text = chat_template_.render(std::move(r.messages), r.tools, true, r.template_kwargs);
       } catch (const Error& e) {
         throw invalid_request(std::string("the chat template failed: ") + e.what(), "messages");
       }
@@ -190,6 +196,14 @@ class Server {
     std::vector<int32_t> ids = tok.encode_prompt(text, true);
     if (ids.empty()) throw invalid_request("the prompt is empty", r.chat ? "messages" : "prompt");
     if (ids.size() >= ctx) throw too_long(std::to_string(ids.size()));
+    if (history) {
+      try {
+        *checkpoint = runtime::conversation_checkpoint(chat_template_, tok, std::move(*history), std::move(r.tools),
+                                                       std::move(r.template_kwargs), ids);
+      } catch (const Error&) {
+        *checkpoint = 0;  // the template cannot render the conversation without a generation prompt: no checkpoint
+      }
+    }
     return ids;
   }
 
@@ -207,7 +221,7 @@ class Server {
                          fmt::format("the model '{}' does not exist; this server has '{}'", r.model, options_.model_id), "model_not_found",
                          "model");
         }
-        job->prompt = tokenize_prompt(r, &opens_reasoning);
+        job->prompt = tokenize_prompt(r, &opens_reasoning, &job->checkpoint);
       }
       job->options = r.generate;
       const Reply reply{fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", ++next_id_), options_.model_id,

@@ -1,0 +1,49 @@
+#pragma once
+// The routed-expert FFN: a router picks k experts per token, and the output is
+//   out = sum over the token's experts, in top-k order, of w_j * down_e(silu(gate_e h) * up_e h)
+// with h the block input (act.input). Experts come from an ExpertSource (all in RAM or
+// paged): the block asks for the distinct experts of the batch and computes each one, on
+// the tokens that chose it, as soon as it is in memory. The sum never depends on arrival
+// order, so paged and resident runs give the same bits.
+#include <cstdint>
+
+#include "core/matrix.h"
+#include "models/activations.h"
+#include "models/expert_layout.h"
+#include "models/expert_source.h"
+#include "models/model.h"
+#include "models/router.h"
+#include "models/weight_binder.h"
+
+namespace epq::models {
+
+struct MoeShape {
+  int n_embd = 0, n_expert = 0, n_expert_used = 0, n_ff = 0;
+  RouterConfig router;
+};
+
+struct MoeWeights {
+  Matrix router;                    // ffn_gate_inp [n_embd, n_expert]
+  const float* bias = nullptr;      // exp_probs_b [n_expert], the selection bias, or null
+};
+
+// Binds blk.<layer>.ffn_gate_inp (and exp_probs_b.bias when has_bias).
+MoeWeights bind_moe(const WeightBinder& w, int layer, const MoeShape& shape, bool has_bias);
+
+class RoutedMoe {
+ public:
+  RoutedMoe(StateAllocator& alloc, const MoeShape& shape, int max_tokens);
+  // act.out = the routed experts' weighted sum for act.input.
+  void forward(ThreadPool& pool, const MoeWeights& w, const ExpertLayout& layout, int layer, ExpertSource& experts,
+               Activations& act, int64_t n_tokens, ForwardTiming* timing);
+
+ private:
+  MoeShape s_;
+  Router router_;
+  Buffer logits_;                                  // [T][n_expert]
+  Buffer gate_out_, up_out_;                       // [T * k][n_ff]: one row per (token, expert) assignment
+  Buffer down_out_;                                // [T * k][n_embd]
+  Buffer gathered_gate_, gathered_up_, hidden_act_;  // quantized inputs of the expert matrices
+};
+
+}  // namespace epq::models
