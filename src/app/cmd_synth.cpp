@@ -4,6 +4,7 @@
 #include <map>
 
 #include "app/commands.h"
+#include "synth/qwen35moe.h"
 #include "synth/qwen3moe.h"
 #include "util/error.h"
 #include "util/format.h"
@@ -13,11 +14,48 @@
 namespace epq::app {
 namespace {
 
+using synth::Arch;
+
+// An integer shape flag, the option it sets, and the one architecture it belongs to
+// (nullopt: both).
+struct ShapeFlag {
+  const char* flag;
+  int synth::Options::*field;
+  std::optional<Arch> only;
+  const char* help;
+};
+
+const ShapeFlag kShapeFlags[] = {
+    {"--layers", &synth::Options::n_layer, {}, "Number of layers"},
+    {"--experts", &synth::Options::n_expert, {}, "Routed experts per layer"},
+    {"--expert-used", &synth::Options::n_expert_used, {}, "Experts used per token (top-k)"},
+    {"--embd", &synth::Options::n_embd, {}, "Embedding length"},
+    {"--heads", &synth::Options::n_head, {}, "Attention heads"},
+    {"--heads-kv", &synth::Options::n_head_kv, {}, "Key/value heads"},
+    {"--head-dim", &synth::Options::head_dim, {}, "Dimension of each head"},
+    {"--expert-ffn", &synth::Options::n_ff_exp, {}, "Expert feed-forward length"},
+    {"--ctx", &synth::Options::context_length, {}, "Training context length written to the metadata"},
+    {"--merges", &synth::Options::n_merges, {}, "BPE merges to learn for the vocabulary"},
+    {"--vocab", &synth::Options::n_vocab, {}, "Pad the vocabulary with unused [PAD<id>] tokens to this size"},
+    {"--tail-layers", &synth::Options::tail_layers, {}, "Layers at the end that use --tail-expert-type for their experts"},
+    {"--shared-expert-ffn", &synth::Options::n_ff_shexp, Arch::kQwen35Moe, "qwen35moe: shared expert feed-forward length"},
+    {"--full-attention-interval", &synth::Options::full_attention_interval, Arch::kQwen35Moe,
+     "qwen35moe: layer il is full attention iff (il+1) % N == 0, the rest Gated DeltaNet"},
+    {"--rope-dims", &synth::Options::rope_dims, Arch::kQwen35Moe, "qwen35moe: rotated dims per head (n_rot)"},
+    {"--ssm-conv-kernel", &synth::Options::ssm_conv_kernel, Arch::kQwen35Moe, "qwen35moe: causal conv width"},
+    {"--ssm-state", &synth::Options::ssm_state, Arch::kQwen35Moe, "qwen35moe: linear-attention head dim (state size)"},
+    {"--ssm-groups", &synth::Options::ssm_groups, Arch::kQwen35Moe, "qwen35moe: linear-attention key heads"},
+    {"--ssm-heads", &synth::Options::ssm_heads, Arch::kQwen35Moe,
+     "qwen35moe: linear-attention value heads (time_step_rank)"},
+};
+
 struct SynthArgs {
+  std::string arch = "qwen3moe";
   std::string preset = "tiny";
   std::string output;
   std::map<std::string, std::string> types;  // flag -> type name
-  std::optional<int> layers, experts, expert_used, embd, heads, heads_kv, head_dim, expert_ffn, ctx, merges, threads, tail_layers;
+  std::map<std::string, int> shape;          // flag -> value
+  std::optional<int> threads;
   std::optional<uint64_t> seed;
   std::optional<double> zipf, yarn_factor;
   std::optional<int> yarn_orig_ctx;
@@ -31,25 +69,41 @@ quant::Type parse_type(const std::string& flag, const std::string& text) {
   return *t;
 }
 
+std::string join(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i) s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return s;
+}
+
+synth::Options base_options(const SynthArgs& a) {
+  const auto arch = synth::arch_from_name(a.arch);
+  if (!arch) fail("unknown architecture '{}' (choose qwen3moe or qwen35moe)", a.arch);
+  if (auto o = synth::preset(*arch, a.preset)) return *o;
+  const Arch other = *arch == Arch::kQwen3Moe ? Arch::kQwen35Moe : Arch::kQwen3Moe;
+  if (synth::preset(other, a.preset)) {
+    fail("preset '{}' is a {} preset, not a {} one: add --arch {} (or choose {})", a.preset, synth::arch_name(other),
+         a.arch, synth::arch_name(other), join(synth::preset_names(*arch)));
+  }
+  fail("unknown preset '{}' for --arch {} (choose {})", a.preset, a.arch, join(synth::preset_names(*arch)));
+}
+
 void run(const SynthArgs& a) {
-  auto base = synth::preset(a.preset);
-  if (!base) fail("unknown preset '{}' (choose tiny, small or qwen3-30b-a3b)", a.preset);
-  synth::Options o = *base;
+  synth::Options o = base_options(a);
+  const std::string arch = synth::arch_name(o.arch);
+  for (const ShapeFlag& f : kShapeFlags) {
+    auto it = a.shape.find(f.flag);
+    if (it == a.shape.end()) continue;
+    if (f.only && *f.only != o.arch) fail("{} applies to --arch {} only", f.flag, synth::arch_name(*f.only));
+    o.*f.field = it->second;
+  }
   auto apply = [](auto& field, const auto& value) { if (value) field = *value; };
-  apply(o.n_layer, a.layers);
-  apply(o.n_expert, a.experts);
-  apply(o.n_expert_used, a.expert_used);
-  apply(o.n_embd, a.embd);
-  apply(o.n_head, a.heads);
-  apply(o.n_head_kv, a.heads_kv);
-  apply(o.head_dim, a.head_dim);
-  apply(o.n_ff_exp, a.expert_ffn);
-  apply(o.context_length, a.ctx);
-  apply(o.n_merges, a.merges);
   apply(o.threads, a.threads);
-  apply(o.tail_layers, a.tail_layers);
   apply(o.seed, a.seed);
   apply(o.zipf, a.zipf);
+  if (o.arch != Arch::kQwen3Moe && (a.yarn_factor || a.yarn_orig_ctx)) {
+    fail("{} applies to --arch qwen3moe only ({} has no rope scaling)", a.yarn_factor ? "--yarn-factor" : "--yarn-orig-ctx",
+         arch);
+  }
   apply(o.yarn_factor, a.yarn_factor);
   apply(o.yarn_original_context, a.yarn_orig_ctx);
   if (o.yarn_factor > 1 && o.yarn_original_context <= 0) o.yarn_original_context = o.context_length;
@@ -64,50 +118,61 @@ void run(const SynthArgs& a) {
     else if (flag == "--type-output") o.type_output = t;
     else if (flag == "--type-router") o.type_router = t;
     else if (flag == "--tail-expert-type") o.type_tail_experts = t;
+    else if (flag == "--type-shexp") {
+      if (o.arch != Arch::kQwen35Moe) fail("--type-shexp applies to --arch qwen35moe only");
+      o.type_shexp = t;
+    }
   }
   if (o.type_tail_experts && o.tail_layers == 0) fail("--tail-expert-type needs --tail-layers N");
 
   ProgressLine progress(!a.quiet);
-  synth::write_qwen3moe(o, a.output, [&](const synth::Progress& p) {
+  auto on_progress = [&](const synth::Progress& p) {
     progress.update(fmt::format("synth: {:3.0f}%  {} of {}  tensor {}/{}  {:.1f} s",
                                 100.0 * static_cast<double>(p.bytes_done) / static_cast<double>(std::max<uint64_t>(1, p.bytes_total)),
                                 format_bytes(p.bytes_done), format_bytes(p.bytes_total), p.tensor, p.n_tensors,
                                 progress.elapsed_seconds()),
                     p.bytes_done == p.bytes_total);
-  });
+  };
+  std::string shape = fmt::format("preset {}, {} layers", a.preset, o.n_layer);
+  if (o.arch == Arch::kQwen35Moe) {
+    synth::write_qwen35moe(o, a.output, on_progress);
+    int full = 0;
+    for (int l = 0; l < o.n_layer; ++l) full += o.recurrent(l) ? 0 : 1;
+    shape = fmt::format("qwen35moe {} ({} Gated DeltaNet, {} full attention)", shape, o.n_layer - full, full);
+  } else {
+    synth::write_qwen3moe(o, a.output, on_progress);
+  }
   progress.finish();
   ProcessMemory m = read_process_memory();
-  fmt::print("wrote {}: preset {}, {} layers x {} experts (top-{}), in {:.1f} s, peak RSS {}\n", a.output,
-             a.preset, o.n_layer, o.n_expert, o.n_expert_used, progress.elapsed_seconds(), format_bytes(m.peak_rss));
+  fmt::print("wrote {}: {} x {} experts (top-{}), in {:.1f} s, peak RSS {}\n", a.output, shape, o.n_expert,
+             o.n_expert_used, progress.elapsed_seconds(), format_bytes(m.peak_rss));
 }
 
 }  // namespace
 
 void add_synth_command(CLI::App& root) {
   auto args = std::make_shared<SynthArgs>();
-  CLI::App* c = root.add_subcommand("synth", "Write a qwen3moe GGUF with random weights (for tests and benchmarks)");
+  CLI::App* c = root.add_subcommand("synth", "Write a qwen3moe or qwen35moe GGUF with random weights (for tests and benchmarks)");
   c->add_option("-o,--output", args->output, "Output GGUF path")->required();
-  c->add_option("--preset", args->preset, "tiny (a few MB), small (~1 GB), qwen3-30b-a3b (~17 GB)")->capture_default_str();
-  c->add_option("--layers", args->layers, "Number of layers");
-  c->add_option("--experts", args->experts, "Routed experts per layer");
-  c->add_option("--expert-used", args->expert_used, "Experts used per token (top-k)");
-  c->add_option("--embd", args->embd, "Embedding length");
-  c->add_option("--heads", args->heads, "Attention heads");
-  c->add_option("--heads-kv", args->heads_kv, "Key/value heads");
-  c->add_option("--head-dim", args->head_dim, "Dimension of each head");
-  c->add_option("--expert-ffn", args->expert_ffn, "Expert feed-forward length");
-  c->add_option("--ctx", args->ctx, "Training context length written to the metadata");
-  c->add_option("--merges", args->merges, "BPE merges to learn for the vocabulary");
+  c->add_option("--arch", args->arch, "qwen3moe (Qwen3 MoE) or qwen35moe (Qwen3.5/3.6 MoE, Gated DeltaNet hybrid)")
+      ->capture_default_str();
+  c->add_option("--preset", args->preset,
+                "qwen3moe: tiny (a few MB), small (~1 GB), qwen3-30b-a3b (~17 GB); "
+                "qwen35moe: tiny (~20 MB), small (~500 MB), qwen3.6-35b-a3b (~23 GB)")
+      ->capture_default_str();
+  for (const ShapeFlag& f : kShapeFlags) {
+    std::string flag = f.flag;
+    c->add_option_function<int>(flag, [args, flag](const int& v) { args->shape[flag] = v; }, f.help);
+  }
   for (const char* flag : {"--type-expert", "--type-expert-down", "--type-attn", "--type-attn-v", "--type-embd",
-                           "--type-output", "--type-router", "--tail-expert-type"}) {
+                           "--type-output", "--type-router", "--type-shexp", "--tail-expert-type"}) {
     std::string f = flag;
     c->add_option_function<std::string>(f, [args, f](const std::string& v) { args->types[f] = v; },
                                         "Tensor type, e.g. Q4_K, Q6_K, Q8_0, BF16, F32");
   }
-  c->add_option("--tail-layers", args->tail_layers, "Layers at the end that use --tail-expert-type for their experts");
   c->add_option("--zipf", args->zipf, "Skew expert popularity: rank r is chosen ~ (r+1)^-S (0: uniform)");
-  c->add_option("--yarn-factor", args->yarn_factor, "Write YaRN rope scaling with this factor");
-  c->add_option("--yarn-orig-ctx", args->yarn_orig_ctx, "YaRN original context length");
+  c->add_option("--yarn-factor", args->yarn_factor, "qwen3moe: write YaRN rope scaling with this factor");
+  c->add_option("--yarn-orig-ctx", args->yarn_orig_ctx, "qwen3moe: YaRN original context length");
   c->add_flag("--tied-output", args->tied_output, "Omit output.weight (the lm head reuses token_embd)");
   c->add_option("--seed", args->seed, "Random seed: the same seed gives a byte-identical file");
   c->add_option("-t,--threads", args->threads, "Threads (default: physical cores)");

@@ -24,8 +24,8 @@ const Architecture kArchitectures[] = {
 const Architecture& find(const gguf::File& file) {
   const std::string arch = file.get_string("general.architecture");
   if (arch == "qwen3next") {
-    fail("{}: architecture 'qwen3next' (Qwen3-Next) is not supported yet: its fused ssm_in/ssm_ba projections differ from "
-         "qwen35moe's; Qwen3.5 and Qwen3.6 files (qwen35moe) run", file.path());
+    fail("{}: architecture 'qwen3next' (Qwen3-Next) is not supported yet: its linear-attention projections are fused and laid "
+         "out differently; its successors Qwen3.5 and Qwen3.6 (architecture qwen35moe) run", file.path());
   }
   for (const Architecture& a : kArchitectures) {
     if (arch == a.name) return a;

@@ -29,6 +29,7 @@ struct GenerateResult {
   std::string text;             // their text, cut at a stop string
   std::string finish_reason;    // "stop" (end of generation or stop string), "length", "cancelled"
   int prompt_tokens = 0;
+  int cached_tokens = 0;  // of the prompt, reused from the session instead of evaluated (set by the caller)
   double prompt_seconds = 0;
   double generation_seconds = 0;
 };

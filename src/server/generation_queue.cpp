@@ -66,6 +66,7 @@ void GenerationQueue::worker() {
           return !job->cancelled && job->on_text(piece);
         });
         job->result.prompt_tokens = static_cast<int>(job->prompt.size());
+        job->result.cached_tokens = static_cast<int>(job->prompt.size() - fresh.size());
       } catch (const std::exception& e) {
         job->error = e.what();
         session_.truncate(0);

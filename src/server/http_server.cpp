@@ -263,7 +263,7 @@ class Server {
       auto d = splitter.finish();
       content += d.content, reasoning += d.reasoning;
     }
-    res.set_content(completion_response(reply, content, reasoning, job->result.finish_reason, job->result.prompt_tokens,
+    res.set_content(completion_response(reply, content, reasoning, job->result.finish_reason, job->result.prompt_tokens, job->result.cached_tokens,
                                         static_cast<int>(job->result.tokens.size()))
                         .dump(-1, ' ', false, json::error_handler_t::replace),
                     "application/json");
@@ -293,7 +293,7 @@ class Server {
         record(*job);
         if (reply.chat) emit(splitter->finish());
         events->push(sse(completion_chunk(reply, reply.chat ? json::object() : json(""), job->result.finish_reason)));
-        if (include_usage) events->push(sse(usage_chunk(reply, job->result.prompt_tokens, static_cast<int>(job->result.tokens.size()))));
+        if (include_usage) events->push(sse(usage_chunk(reply, job->result.prompt_tokens, job->result.cached_tokens, static_cast<int>(job->result.tokens.size()))));
       }
       events->push("data: [DONE]\n\n");
       events->finish();

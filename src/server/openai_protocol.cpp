@@ -14,8 +14,12 @@ namespace {
 using nlohmann::json;
 using ordered = nlohmann::ordered_json;
 
-nlohmann::json usage(int prompt_tokens, int completion_tokens) {
-  return {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion_tokens}, {"total_tokens", prompt_tokens + completion_tokens}};
+// OpenAI's usage object; cached_tokens are prompt tokens reused from the session's cache.
+nlohmann::json usage(int prompt_tokens, int cached_tokens, int completion_tokens) {
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
 }
 
 double number(const ordered& body, const char* key, double lo, double hi) {
@@ -167,7 +171,7 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
 }
 
 json completion_response(const Reply& reply, const std::string& content, const std::string& reasoning, const std::string& finish_reason,
-                         int prompt_tokens, int completion_tokens) {
+                         int prompt_tokens, int cached_tokens, int completion_tokens) {
   json choice = {{"index", 0}, {"finish_reason", finish_reason}};
   if (reply.chat) {
     json message = {{"role", "assistant"}, {"content", content}};
@@ -182,7 +186,7 @@ json completion_response(const Reply& reply, const std::string& content, const s
           {"created", reply.created},
           {"model", reply.model},
           {"choices", json::array({choice})},
-          {"usage", usage(prompt_tokens, completion_tokens)}};
+          {"usage", usage(prompt_tokens, cached_tokens, completion_tokens)}};
 }
 
 json completion_chunk(const Reply& reply, const json& delta_or_text, const std::string& finish_reason) {
@@ -197,9 +201,9 @@ json completion_chunk(const Reply& reply, const json& delta_or_text, const std::
           {"model", reply.model}, {"choices", json::array({choice})}};
 }
 
-json usage_chunk(const Reply& reply, int prompt_tokens, int completion_tokens) {
+json usage_chunk(const Reply& reply, int prompt_tokens, int cached_tokens, int completion_tokens) {
   return {{"id", reply.id}, {"object", reply.chat ? "chat.completion.chunk" : "text_completion"}, {"created", reply.created},
-          {"model", reply.model}, {"choices", json::array()}, {"usage", usage(prompt_tokens, completion_tokens)}};
+          {"model", reply.model}, {"choices", json::array()}, {"usage", usage(prompt_tokens, cached_tokens, completion_tokens)}};
 }
 
 }  // namespace epq::server

@@ -58,9 +58,10 @@ struct Reply {
 };
 
 nlohmann::json completion_response(const Reply& reply, const std::string& content, const std::string& reasoning,
-                                   const std::string& finish_reason, int prompt_tokens, int completion_tokens);
+                                   const std::string& finish_reason, int prompt_tokens, int cached_tokens,
+                                   int completion_tokens);
 // A stream chunk with a delta; finish_reason empty for null.
 nlohmann::json completion_chunk(const Reply& reply, const nlohmann::json& delta_or_text, const std::string& finish_reason);
-nlohmann::json usage_chunk(const Reply& reply, int prompt_tokens, int completion_tokens);
+nlohmann::json usage_chunk(const Reply& reply, int prompt_tokens, int cached_tokens, int completion_tokens);
 
 }  // namespace epq::server

@@ -1,10 +1,21 @@
 #include "synth/options.h"
 
+#include "synth/vocab.h"
 #include "util/error.h"
 
 namespace epq::synth {
 
-std::optional<Options> preset(const std::string& name) {
+const char* arch_name(Arch arch) { return arch == Arch::kQwen35Moe ? "qwen35moe" : "qwen3moe"; }
+
+std::optional<Arch> arch_from_name(const std::string& name) {
+  if (name == "qwen3moe") return Arch::kQwen3Moe;
+  if (name == "qwen35moe") return Arch::kQwen35Moe;
+  return std::nullopt;
+}
+
+namespace {
+
+std::optional<Options> qwen3moe_preset(const std::string& name) {
   Options o;
   if (name == "tiny") {
     o.name = "epq-tiny";  // defaults: 4 layers x 8 experts, a few MB
@@ -44,7 +55,123 @@ std::optional<Options> preset(const std::string& name) {
   return std::nullopt;
 }
 
-std::vector<std::string> preset_names() { return {"tiny", "small", "qwen3-30b-a3b"}; }
+// Every qwen35moe preset keeps the real model's proportions: interval 4 (three Gated
+// DeltaNet layers, then one full-attention layer), rope over a quarter of each head,
+// twice as many value heads as key heads, freq_base 1e7.
+std::optional<Options> qwen35moe_preset(const std::string& name) {
+  Options o;
+  o.arch = Arch::kQwen35Moe;
+  o.rope_freq_base = 10000000.0;
+  o.full_attention_interval = 4;
+  o.ssm_conv_kernel = 4;
+  if (name == "tiny") {  // 8 layers (full attention at 3 and 7) x 16 experts, about 20 MB
+    o.name = "epq-qwen35moe-tiny";
+    o.n_layer = 8;
+    o.n_expert = 16;
+    o.n_expert_used = 4;
+    o.n_embd = 256;
+    o.n_head = 4;
+    o.n_head_kv = 2;
+    o.head_dim = 64;
+    o.rope_dims = 16;
+    o.n_ff_exp = 256;
+    o.n_ff_shexp = 256;
+    o.ssm_state = 64;
+    o.ssm_groups = 2;
+    o.ssm_heads = 4;
+    o.context_length = 4096;
+    return o;
+  }
+  if (name == "small") {  // 12 layers x 64 experts, about 500 MB
+    o.name = "epq-qwen35moe-small";
+    o.n_layer = 12;
+    o.n_expert = 64;
+    o.n_expert_used = 8;
+    o.n_embd = 1024;
+    o.n_head = 8;
+    o.n_head_kv = 2;
+    o.head_dim = 128;
+    o.rope_dims = 32;
+    o.n_ff_exp = 256;
+    o.n_ff_shexp = 256;
+    o.ssm_state = 128;
+    o.ssm_groups = 8;
+    o.ssm_heads = 16;
+    o.context_length = 32768;
+    return o;
+  }
+  if (name == "qwen3.6-35b-a3b") {  // the real shape: 40 layers x 256 experts, about 23 GB
+    o.name = "epq-qwen3.6-35b-a3b-synthetic";
+    o.n_layer = 40;
+    o.n_expert = 256;
+    o.n_expert_used = 8;
+    o.n_embd = 2048;
+    o.n_head = 16;
+    o.n_head_kv = 2;
+    o.head_dim = 256;
+    o.rope_dims = 64;
+    o.n_ff_exp = 512;
+    o.n_ff_shexp = 512;
+    o.ssm_state = 128;
+    o.ssm_groups = 16;
+    o.ssm_heads = 32;
+    o.context_length = 262144;
+    o.n_vocab = 248320;  // the learned vocabulary padded to the real size (see vocab.h)
+    o.type_expert = quant::Type::Q4_K;
+    o.type_expert_down = quant::Type::Q6_K;
+    o.type_attn = quant::Type::Q8_0;
+    o.type_attn_v = quant::Type::Q8_0;
+    o.type_shexp = quant::Type::Q8_0;
+    o.type_embd = quant::Type::Q4_K;
+    o.type_output = quant::Type::Q6_K;
+    return o;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<Options> preset(Arch arch, const std::string& name) {
+  return arch == Arch::kQwen35Moe ? qwen35moe_preset(name) : qwen3moe_preset(name);
+}
+
+std::vector<std::string> preset_names(Arch arch) {
+  if (arch == Arch::kQwen35Moe) return {"tiny", "small", "qwen3.6-35b-a3b"};
+  return {"tiny", "small", "qwen3-30b-a3b"};
+}
+
+namespace {
+
+template <typename Fits>
+void validate_qwen35moe(const Options& o, const Fits& fits) {
+  auto positive = [](const char* what, int v) {
+    if (v <= 0) fail("synth: {} must be positive, got {}", what, v);
+  };
+  positive("--shared-expert-ffn", o.n_ff_shexp);
+  positive("--full-attention-interval", o.full_attention_interval);
+  positive("--rope-dims", o.rope_dims);
+  positive("--ssm-conv-kernel", o.ssm_conv_kernel);
+  positive("--ssm-state", o.ssm_state);
+  positive("--ssm-groups", o.ssm_groups);
+  positive("--ssm-heads", o.ssm_heads);
+  if (o.yarn_factor > 0) fail("synth: --yarn-factor applies to --arch qwen3moe only (qwen35moe has no rope scaling)");
+  if (o.rope_dims % 2 != 0 || o.rope_dims > o.head_dim) {
+    fail("synth: --rope-dims must be even and at most --head-dim {}, got {}", o.head_dim, o.rope_dims);
+  }
+  if (o.ssm_heads % o.ssm_groups != 0) {
+    fail("synth: --ssm-heads {} is not a multiple of --ssm-groups {}", o.ssm_heads, o.ssm_groups);
+  }
+  if (o.ssm_conv_kernel > 64 || int64_t{o.ssm_heads} * o.ssm_state > (1 << 20) || o.n_ff_shexp > (1 << 20) ||
+      o.full_attention_interval > (1 << 20)) {
+    fail("synth: the shape is too large (--ssm-conv-kernel at most 64; --ssm-heads x --ssm-state, "
+         "--shared-expert-ffn and --full-attention-interval at most 2^20)");
+  }
+  fits("--type-attn", o.type_attn, int64_t{o.ssm_heads} * o.ssm_state);  // ssm_out rows
+  fits("--type-shexp", o.type_shexp, o.n_embd);
+  fits("--type-shexp", o.type_shexp, o.n_ff_shexp);
+}
+
+}  // namespace
 
 void validate(const Options& o) {
   auto positive = [](const char* what, int v) {
@@ -68,9 +195,17 @@ void validate(const Options& o) {
   }
   if (o.tail_layers < 0 || o.tail_layers > o.n_layer) fail("synth: --tail-layers must be 0..{}", o.n_layer);
   if (!(o.zipf >= 0 && o.zipf <= 100)) fail("synth: --zipf must be between 0 and 100");
+  if (o.n_vocab < 0 || o.n_vocab > (1 << 22)) fail("synth: --vocab must be 0..{}", 1 << 22);
+  if (o.n_vocab > 0) {
+    const size_t learned = make_vocab(o.n_merges).tokens.size();
+    if (static_cast<size_t>(o.n_vocab) < learned) {
+      fail("synth: --vocab {} is smaller than the {} tokens the vocabulary has with --merges {}", o.n_vocab, learned,
+           o.n_merges);
+    }
+  }
 
   // Every matrix's row length must hold whole blocks of its type.
-  auto fits = [](const char* role, quant::Type type, int row) {
+  auto fits = [](const char* role, quant::Type type, int64_t row) {
     const quant::TypeInfo& t = quant::info(type);
     if (!t.supported) fail("synth: {} type {} is not supported (supported: {})", role, t.name, quant::supported_type_names());
     if (row % t.block_elems != 0) {
@@ -90,6 +225,7 @@ void validate(const Options& o) {
   fits("--type-embd", o.type_embd, o.n_embd);
   fits("--type-output", o.type_output, o.n_embd);
   fits("--type-router", o.type_router, o.n_embd);
+  if (o.arch == Arch::kQwen35Moe) validate_qwen35moe(o, fits);
 }
 
 }  // namespace epq::synth

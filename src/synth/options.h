@@ -1,6 +1,7 @@
 #pragma once
-// What `epq synth` builds: the shape of a qwen3moe model, the quant type of each tensor
-// role, and the random seed. Presets give named starting points.
+// What `epq synth` builds: the architecture (qwen3moe, or the Gated DeltaNet hybrid
+// qwen35moe), its shape, the quant type of each tensor role, and the random seed.
+// Presets give named starting points, per architecture.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -10,7 +11,13 @@
 
 namespace epq::synth {
 
+enum class Arch { kQwen3Moe, kQwen35Moe };
+
+const char* arch_name(Arch arch);  // the general.architecture string
+std::optional<Arch> arch_from_name(const std::string& name);
+
 struct Options {
+  Arch arch = Arch::kQwen3Moe;
   std::string name = "epq-synthetic";
   int n_layer = 4;
   int n_expert = 8;
@@ -24,18 +31,30 @@ struct Options {
   double rope_freq_base = 1000000.0;
   double rms_eps = 1e-6;
   int n_merges = 400;
+  int n_vocab = 0;  // > the learned vocabulary: pad it to this many tokens (see vocab.h)
   bool tied_output = false;  // no output.weight: the lm head reuses token_embd
   // Rope scaling written to the metadata (yarn when factor > 1).
   double yarn_factor = 0;
   int yarn_original_context = 0;
 
+  // qwen35moe only: the shared expert and the hybrid layer stack.
+  int n_ff_shexp = 256;               // shared expert feed-forward length
+  int full_attention_interval = 4;    // layer il is full attention iff (il+1) % interval == 0
+  int rope_dims = 16;                 // n_rot: rotated dims of each full-attention head
+  int ssm_conv_kernel = 4;            // K, the causal conv width
+  int ssm_state = 64;                 // Dk = Dv of the linear-attention heads
+  int ssm_groups = 2;                 // Hk, key/query heads
+  int ssm_heads = 4;                  // Hv, value heads (ssm.time_step_rank)
+
   quant::Type type_expert = quant::Type::Q4_K;       // ffn_gate_exps, ffn_up_exps
   quant::Type type_expert_down = quant::Type::Q6_K;  // ffn_down_exps
-  quant::Type type_attn = quant::Type::Q8_0;         // attn_q, attn_k, attn_output
+  quant::Type type_attn = quant::Type::Q8_0;         // attn_q, attn_k, attn_output; qwen35moe:
+                                                     // also attn_qkv, attn_gate, ssm_alpha/beta/out
   quant::Type type_attn_v = quant::Type::Q8_0;       // attn_v
   quant::Type type_embd = quant::Type::Q4_K;         // token_embd
   quant::Type type_output = quant::Type::Q6_K;       // output
   quant::Type type_router = quant::Type::F32;        // ffn_gate_inp
+  quant::Type type_shexp = quant::Type::Q8_0;        // qwen35moe: ffn_{gate,up,down}_shexp
   // Expert type of the last tail_layers layers (all three matrices), for mixed-size models.
   std::optional<quant::Type> type_tail_experts;
   int tail_layers = 0;
@@ -48,11 +67,16 @@ struct Options {
     if (type_tail_experts && layer >= n_layer - tail_layers) return *type_tail_experts;
     return down ? type_expert_down : type_expert;
   }
+  // qwen35moe: whether layer il is a Gated DeltaNet (linear attention) layer.
+  bool recurrent(int layer) const { return (layer + 1) % full_attention_interval != 0; }
 };
 
-// Named presets: tiny, small, qwen3-30b-a3b. Returns nullopt for an unknown name.
-std::optional<Options> preset(const std::string& name);
-std::vector<std::string> preset_names();
+// Named presets per architecture. qwen3moe: tiny, small, qwen3-30b-a3b. qwen35moe: tiny,
+// small, qwen3.6-35b-a3b. Returns nullopt for an unknown name.
+std::optional<Options> preset(Arch arch, const std::string& name);
+std::vector<std::string> preset_names(Arch arch);
+// The qwen3moe presets.
+inline std::optional<Options> preset(const std::string& name) { return preset(Arch::kQwen3Moe, name); }
 
 // Throws an Error naming the first problem (e.g. a row length not divisible by a block).
 void validate(const Options& options);

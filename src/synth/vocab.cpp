@@ -30,7 +30,7 @@ std::map<std::string, int> count_words(std::string_view text) {
 
 }  // namespace
 
-Vocab make_vocab(int n_merges) {
+Vocab make_vocab(int n_merges, int n_vocab) {
   Vocab v;
   for (int b = 0; b < 256; ++b) {
     v.tokens.push_back(text::byte_to_unicode(static_cast<uint8_t>(b)));
@@ -87,6 +87,10 @@ Vocab make_vocab(int n_merges) {
   v.im_end_id = add_special("<|im_end|>", kControl);
   add_special("<think>", kUserDefined);
   add_special("</think>", kUserDefined);
+  while (static_cast<int>(v.tokens.size()) < n_vocab) {
+    v.tokens.push_back("[PAD" + std::to_string(v.tokens.size()) + "]");
+    v.types.push_back(kUnused);
+  }
   return v;
 }
 

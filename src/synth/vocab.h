@@ -2,6 +2,9 @@
 // Builds the byte-level BPE vocabulary that synthesized models carry: the 256 byte tokens
 // in GPT-2 byte-to-unicode form, merges learned from the training corpus, and ChatML
 // special tokens. Deterministic: the same n_merges always gives the same vocabulary.
+// A vocabulary can be padded to a real model's size (the corpus yields at most a few
+// hundred merges) with unused "[PAD<id>]" tokens after the special ones, as the HF
+// converter pads vocabularies whose config is larger than the tokenizer.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,6 +23,7 @@ struct Vocab {
   int32_t im_end_id = -1;  // end of turn: the EOS token
 };
 
-Vocab make_vocab(int n_merges);
+// n_vocab > the learned size pads to n_vocab tokens; a smaller n_vocab (or 0) pads nothing.
+Vocab make_vocab(int n_merges, int n_vocab = 0);
 
 }  // namespace epq::synth

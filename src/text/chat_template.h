@@ -25,10 +25,19 @@ class ChatTemplate {
   std::string render(nlohmann::ordered_json messages, nlohmann::ordered_json tools, bool add_generation_prompt,
                      nlohmann::ordered_json extra = nlohmann::ordered_json::object()) const;
   bool is_chatml_fallback() const { return !jinja_; }
+  // The template needs a tool call's arguments as an object: given the JSON text that OpenAI
+  // clients send, it fails (Qwen3.5/3.6: `arguments|items`) or quotes the text once more
+  // (Llama 3, Mistral, gpt-oss: `arguments|tojson`). render() then parses such texts into
+  // objects first. Found once, at construction, by rendering a probe tool call both ways.
+  bool wants_object_arguments() const { return object_arguments_; }
 
  private:
+  std::string render_jinja(nlohmann::ordered_json messages, nlohmann::ordered_json tools, bool add_generation_prompt,
+                           nlohmann::ordered_json extra, const jinja::RenderOptions& options = {}) const;
+
   std::optional<jinja::Template> jinja_;
   std::string bos_, eos_;
+  bool object_arguments_ = false;
 };
 
 }  // namespace epq::text

@@ -12,6 +12,12 @@ namespace {
 // Pre-tokenizer patterns by tokenizer.ggml.pre, as llama.cpp's vocabulary loader has them.
 const char* const kQwen2 =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Qwen3.5 / Qwen3.6: qwen2's pattern with combining marks (\p{M}) joining letter runs and kept out
+// of punctuation runs, so a base letter and its accents stay one piece.
+const char* const kQwen35 =
+    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// poolside Laguna: lines and newline runs are split apart first, then qwen2's pattern runs on each.
+const char* const kLagunaLines = R"([^\n]+|[\n]+)";
 const char* const kLlama3 =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 const char* const kGpt2 = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))";
@@ -30,6 +36,8 @@ struct Preset {
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> p = {
       {{"qwen2", "deepseek-r1-qwen"}, {kQwen2}, false},
+      {{"qwen35"}, {kQwen35}, false},
+      {{"laguna"}, {kLagunaLines, kQwen2}, false},
       {{"llama3", "llama-v3", "llama-bpe", "falcon3"}, {kLlama3}, true},
       {{"gpt-2", "gpt2", "phi-2", "jina-es", "jina-de", "default"}, {kGpt2}, false},
       {{"deepseek-v3"}, {kDeepseekV3[0], kDeepseekV3[1], kDeepseekV3[2]}, false},

@@ -212,6 +212,10 @@ class ServerTest(unittest.TestCase):
         self.assertEqual(r["chat"], r["chat_stream"])
         self.assertGreater(r["chat_stream_chunks"], 1)
         self.assertEqual(r["completion"], r["completion_stream"])
+        # The same request twice: the same counts, except that the second reuses the first's prompt.
+        self.assertEqual(r["stream_usage"]["prompt_tokens_details"]["cached_tokens"], r["stream_usage"]["prompt_tokens"] - 1)
+        for usage in (r["stream_usage"], r["chat_usage"]):
+            del usage["prompt_tokens_details"]
         self.assertEqual(r["stream_usage"], r["chat_usage"])
         self.assertEqual(r["not_found"], {"status": 404, "type": "invalid_request_error", "code": "model_not_found"})
         self.assertEqual(r["models"], ["server"])

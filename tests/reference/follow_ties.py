@@ -2,7 +2,7 @@
 
 With emulated int8 activations and a float16 KV cache, the reference and the engine make
 thousands of rounding choices per token. A few land within float noise of a midpoint
-(see qwen3moe.Choices), and there the engine's float32 arithmetic can round the other way.
+(see blocks.Choices), and there the engine's float32 arithmetic can round the other way.
 A single such ±1 step can move later logits by 0.1 or more, because every later rounding
 and routing decision sees a slightly different input: the two runs then stop being
 comparable with a tight tolerance, though both are right.
@@ -36,8 +36,8 @@ def _layer(key, n_layer):
 
 
 def follow_ties(model, tokens, target, tol, max_flips=12, max_trials=600):
-    """model: a qwen3moe.Qwen3MoE; target: logits (n_positions, n_vocab) of the other run
-    for positions 0..n_positions-1 of `tokens`.
+    """model: a reference model (qwen3moe.Qwen3MoE, qwen35moe.Qwen35MoE); target: logits
+    (n_positions, n_vocab) of the other run for positions 0..n_positions-1 of `tokens`.
 
     Returns (logits, flips, problem): the reference's logits with the flips taken, the
     flips as (key, value, margin) in the order found, and None when every position

@@ -20,6 +20,10 @@
 //                            models/templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja
 //   deepseek_v3_1.jinja      deepseek-ai/DeepSeek-V3.1: ye-NX/llama.cpp models/templates/deepseek-ai-DeepSeek-V3.1.jinja
 //   gpt_oss.jinja            openai/gpt-oss-120b (harmony): ye-NX/llama.cpp models/templates/openai-gpt-oss-120b.jinja
+//   qwen3_6.jinja            Qwen/Qwen3.6-35B-A3B chat_template.jinja (Qwen3.5's with preserve_thinking): the
+//                            QWEN3_PROPS constant of a public web-UI test fixture (search index file 60944032562);
+//                            its SHA-256 (no trailing newline), e84f32a2...574259, is the one a public model
+//                            profile pins as the official Qwen3.6-35B-A3B GGUF template (index file 57432890823)
 // Their expected outputs follow from reading each template, and were checked against
 // Jinja2 3.1 with HuggingFace's environment.
 #include <gtest/gtest.h>
@@ -32,8 +36,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gguf/file.h"
+#include "gguf/writer.h"
+#include "temp_path.h"
+#include "text/chat_template.h"
 #include "text/jinja/template.h"
 #include "text/jinja/value.h"
+#include "text/tokenizer.h"
 #include "util/error.h"
 
 namespace epq::text::jinja {
@@ -62,14 +71,16 @@ std::string error_of(std::string_view source, const Json& context = Json::object
   return "(no error)";
 }
 
-std::string render_file(const std::string& name, const Json& context) {
+std::string template_file(const std::string& name) {
   const auto path = std::filesystem::path(__FILE__).parent_path() / "chat_templates" / (name + ".jinja");
   std::ifstream in(path, std::ios::binary);
   EXPECT_TRUE(in) << path;
   std::stringstream source;
   source << in.rdbuf();
-  return render(source.str(), context);
+  return source.str();
 }
+
+std::string render_file(const std::string& name, const Json& context) { return render(template_file(name), context); }
 
 // -- values
 
@@ -589,6 +600,274 @@ What is 2+2?<|im_end|>
 </think>
 
 )~");
+}
+
+// Qwen3.6 (and Qwen3.5): the generation prompt opens a <think> block (or, with
+// enable_thinking=false, closes an empty one). Assistant turns before the last user query
+// lose their reasoning unless preserve_thinking=true; turns after it keep it, read from
+// reasoning_content or split out of <think>...</think> in the content.
+Json qwen36_chat() {
+  Json messages = chat();
+  messages[2]["reasoning_content"] = "The user greets me.";
+  return messages;
+}
+
+TEST(JinjaChatTemplates, Qwen36SystemAndUserOpenThinking) {
+  const Json messages = Json::parse(R"([{"role": "system", "content": "You are a helpful assistant."},
+                                        {"role": "user", "content": "Hello!"}])");
+  EXPECT_EQ(render_file("qwen3_6", Json{{"messages", messages}, {"add_generation_prompt", true}}),
+            R"~(<|im_start|>system
+You are a helpful assistant.<|im_end|>
+<|im_start|>user
+Hello!<|im_end|>
+<|im_start|>assistant
+<think>
+)~");
+  EXPECT_EQ(render_file("qwen3_6", Json{{"messages", without_system(messages)}, {"add_generation_prompt", false}}),
+            "<|im_start|>user\nHello!<|im_end|>\n");
+}
+
+TEST(JinjaChatTemplates, Qwen36DropsEarlierReasoning) {
+  const std::string expected = R"~(<|im_start|>system
+You are a helpful assistant.<|im_end|>
+<|im_start|>user
+Hello!<|im_end|>
+<|im_start|>assistant
+Hi there. How can I help?<|im_end|>
+<|im_start|>user
+What is 2+2?<|im_end|>
+<|im_start|>assistant
+<think>
+)~";
+  EXPECT_EQ(render_file("qwen3_6", Json{{"messages", qwen36_chat()}, {"add_generation_prompt", true}}), expected);
+  // An earlier turn's inline <think> block goes the same way.
+  Json inline_thinking = chat();
+  inline_thinking[2]["content"] = "<think>\nA greeting.\n</think>\n\nHi there. How can I help?";
+  EXPECT_EQ(render_file("qwen3_6", Json{{"messages", inline_thinking}, {"add_generation_prompt", true}}), expected);
+  // preserve_thinking must be the boolean true.
+  EXPECT_EQ(render_file("qwen3_6", Json{{"messages", qwen36_chat()}, {"add_generation_prompt", true}, {"preserve_thinking", "yes"}}), expected);
+}
+
+TEST(JinjaChatTemplates, Qwen36PreserveThinking) {
+  EXPECT_EQ(render_file("qwen3_6", Json{{"messages", qwen36_chat()}, {"add_generation_prompt", true}, {"preserve_thinking", true}}),
+            R"~(<|im_start|>system
+You are a helpful assistant.<|im_end|>
+<|im_start|>user
+Hello!<|im_end|>
+<|im_start|>assistant
+<think>
+The user greets me.
+</think>
+
+Hi there. How can I help?<|im_end|>
+<|im_start|>user
+What is 2+2?<|im_end|>
+<|im_start|>assistant
+<think>
+)~");
+}
+
+TEST(JinjaChatTemplates, Qwen36ThinkingOff) {
+  EXPECT_EQ(render_file("qwen3_6", Json{{"messages", qwen36_chat()}, {"add_generation_prompt", true}, {"enable_thinking", false}}),
+            R"~(<|im_start|>system
+You are a helpful assistant.<|im_end|>
+<|im_start|>user
+Hello!<|im_end|>
+<|im_start|>assistant
+Hi there. How can I help?<|im_end|>
+<|im_start|>user
+What is 2+2?<|im_end|>
+<|im_start|>assistant
+<think>
+
+</think>
+
+)~");
+}
+
+TEST(JinjaChatTemplates, Qwen36KeepsReasoningAfterTheLastQuery) {
+  Json messages = qwen36_chat();
+  messages.push_back(Json{{"role", "assistant"}, {"content", "<think>\nI add two and two.\n</think>\n\n4"}});
+  EXPECT_EQ(render_file("qwen3_6", Json{{"messages", messages}}),
+            R"~(<|im_start|>system
+You are a helpful assistant.<|im_end|>
+<|im_start|>user
+Hello!<|im_end|>
+<|im_start|>assistant
+Hi there. How can I help?<|im_end|>
+<|im_start|>user
+What is 2+2?<|im_end|>
+<|im_start|>assistant
+<think>
+I add two and two.
+</think>
+
+4<|im_end|>
+)~");
+  // reasoning_content wins over the content's own tags, and is trimmed; no reasoning
+  // still gives an (empty) think block.
+  messages.back() = Json{{"role", "assistant"}, {"content", "4"}, {"reasoning_content", "\n 2+2=4 \n"}};
+  EXPECT_NE(render_file("qwen3_6", Json{{"messages", messages}}).find("<|im_start|>assistant\n<think>\n2+2=4\n</think>\n\n4<|im_end|>\n"), std::string::npos);
+  messages.back() = Json{{"role", "assistant"}, {"content", "4"}};
+  EXPECT_NE(render_file("qwen3_6", Json{{"messages", messages}}).find("<|im_start|>assistant\n<think>\n\n</think>\n\n4<|im_end|>\n"), std::string::npos);
+}
+
+const char* const kQwen36Tools = R"~(<|im_start|>system
+# Tools
+
+You have access to the following functions:
+
+<tools>
+{"type": "function", "function": {"name": "get_weather", "description": "Get the current weather in a city.", "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "The city name."}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["city"]}}}
+</tools>
+
+If you choose to call a function ONLY reply in the following format with NO suffix:
+
+<tool_call>
+<function=example_function_name>
+<parameter=example_parameter_1>
+value_1
+</parameter>
+<parameter=example_parameter_2>
+This is the value for the second parameter
+that can span
+multiple lines
+</parameter>
+</function>
+</tool_call>
+
+<IMPORTANT>
+Reminder:
+- Function calls MUST follow the specified format: an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags
+- Required parameters MUST be specified
+- You may provide optional reasoning for your function call in natural language BEFORE the function call, but NOT after
+- If there is no function call available, answer the question like normal with your current knowledge and do not tell the user about function calls
+</IMPORTANT>)~";
+
+TEST(JinjaChatTemplates, Qwen36ToolCall) {
+  EXPECT_EQ(render_file("qwen3_6", Json{{"messages", tool_chat(kArguments, "Let me check.")}, {"tools", Json::array({weather_tool()})}, {"add_generation_prompt", true}}),
+            std::string(kQwen36Tools) + R"~(<|im_end|>
+<|im_start|>user
+What's the weather in Paris?<|im_end|>
+<|im_start|>assistant
+Let me check.
+
+<tool_call>
+<function=get_weather>
+<parameter=city>
+Paris
+</parameter>
+<parameter=unit>
+celsius
+</parameter>
+</function>
+</tool_call><|im_end|>
+<|im_start|>user
+<tool_response>
+{"temperature": 18}
+</tool_response><|im_end|>
+<|im_start|>assistant
+It is 18 degrees in Paris.<|im_end|>
+<|im_start|>user
+Thanks!<|im_end|>
+<|im_start|>assistant
+<think>
+)~");
+}
+
+// An agent step: the tool result is the latest message, so the call's turn comes after
+// the last user query and keeps its reasoning; the system prompt follows the tool list.
+TEST(JinjaChatTemplates, Qwen36ToolCallKeepsReasoningMidTask) {
+  Json messages = with_system(tool_chat(kArguments, ""));
+  messages.erase(messages.begin() + 4, messages.end());
+  messages[2]["reasoning_content"] = "I need the weather tool.";
+  EXPECT_EQ(render_file("qwen3_6", Json{{"messages", messages}, {"tools", Json::array({weather_tool()})}, {"add_generation_prompt", true}}),
+            std::string(kQwen36Tools) + R"~(
+
+You are a helpful assistant.<|im_end|>
+<|im_start|>user
+What's the weather in Paris?<|im_end|>
+<|im_start|>assistant
+<think>
+I need the weather tool.
+</think>
+
+<tool_call>
+<function=get_weather>
+<parameter=city>
+Paris
+</parameter>
+<parameter=unit>
+celsius
+</parameter>
+</function>
+</tool_call><|im_end|>
+<|im_start|>user
+<tool_response>
+{"temperature": 18}
+</tool_response><|im_end|>
+<|im_start|>assistant
+<think>
+)~");
+}
+
+TEST(JinjaChatTemplates, Qwen36RejectsBadConversations) {
+  const Json only_system = Json::parse(R"([{"role": "system", "content": "s"}])");
+  EXPECT_THROW(render_file("qwen3_6", Json{{"messages", only_system}}), RaisedError);  // no user query
+  EXPECT_THROW(render_file("qwen3_6", Json{{"messages", Json::array()}}), RaisedError);
+  Json late_system = chat();
+  late_system.push_back(late_system[0]);
+  EXPECT_THROW(render_file("qwen3_6", Json{{"messages", late_system}}), RaisedError);
+}
+
+// -- ChatTemplate: a model's template as the server and `epq chat` use it
+
+// A GGUF with a tiny tokenizer and no template of its own, written to a temporary file.
+class TemplateModel {
+ public:
+  TemplateModel() : path_(epq::testing::temp_path("chat-template.gguf")) {
+    gguf::Writer w(path_);
+    w.set("tokenizer.ggml.model", gguf::Value::string("gpt2"));
+    w.set("tokenizer.ggml.pre", gguf::Value::string("qwen35"));
+    w.set("tokenizer.ggml.tokens", gguf::Value::string_array({"a", "<|im_end|>"}));
+    w.set("tokenizer.ggml.token_type", gguf::Value::int_array(gguf::ValueType::INT32, {1, 3}));
+    w.set("tokenizer.ggml.merges", gguf::Value::string_array({}));
+    w.set("tokenizer.ggml.eos_token_id", gguf::Value::integer(gguf::ValueType::UINT32, 1));
+    w.begin_data();
+    w.finish();
+    file_.emplace(gguf::File::open(path_));
+    tokenizer_.emplace(Tokenizer::from_gguf(*file_));
+  }
+  ~TemplateModel() { std::filesystem::remove(path_); }
+  ChatTemplate with(const std::string& name) const { return ChatTemplate(*file_, *tokenizer_, template_file(name)); }
+
+ private:
+  std::string path_;
+  std::optional<gguf::File> file_;
+  std::optional<Tokenizer> tokenizer_;
+};
+
+// OpenAI clients send a tool call's arguments as JSON text. Templates that print that text
+// as it is get it unchanged; those that need an object (Qwen3.6's `arguments|items` fails
+// on text; tojson would quote it once more) get the parsed object.
+TEST(ChatTemplate, ParsesArgumentTextsOnlyForTemplatesThatNeedObjects) {
+  const TemplateModel model;
+  const std::vector<std::pair<std::string, bool>> expected = {
+      {"qwen3_6", true}, {"qwen3", false}, {"llama3_3", true}, {"llama3_2", true}, {"mistral_v0_3", true},
+      {"mistral_nemo", true}, {"mistral_small_3_1", true}, {"deepseek_v3", false}, {"deepseek_r1", false},
+      {"deepseek_v3_1", false}, {"gpt_oss", true}};
+  for (const auto& [name, wants] : expected) EXPECT_EQ(model.with(name).wants_object_arguments(), wants) << name;
+
+  const ChatTemplate qwen36 = model.with("qwen3_6");
+  const std::string with_text = qwen36.render(tool_chat(kArgumentsString, ""), Json::array({weather_tool()}), true);
+  EXPECT_EQ(with_text, qwen36.render(tool_chat(kArguments, ""), Json::array({weather_tool()}), true));
+  EXPECT_NE(with_text.find("<parameter=city>\nParis\n</parameter>\n<parameter=unit>\ncelsius\n</parameter>"), std::string::npos);
+  // Text that is no JSON object stays text (and this template then refuses it).
+  EXPECT_THROW(qwen36.render(tool_chat("not json", ""), nullptr, true), Error);
+
+  const ChatTemplate qwen3 = model.with("qwen3");
+  EXPECT_NE(qwen3.render(tool_chat(Json(R"({"city":"Paris"})"), ""), nullptr, true).find(R"({"name": "get_weather", "arguments": {"city":"Paris"}})"),
+            std::string::npos);
 }
 
 TEST(JinjaChatTemplates, Llama33Chat) {

@@ -67,5 +67,28 @@ TEST(AddAndAddScaled, EqualTheScalarArithmeticForEveryLength) {
   }
 }
 
+TEST(GateOps, SigmoidSoftplusL2NormAndOutputGateMatchDoubleMath) {
+  for (float x : {-30.0f, -2.5f, 0.0f, 0.7f, 19.9f, 20.5f, 80.0f}) {
+    EXPECT_NEAR(ops::sigmoid(x), 1 / (1 + std::exp(-double{x})), 1e-7);
+    const double softplus = x > 20 ? x : std::log1p(std::exp(double{x}));  // ggml's cut at 20
+    EXPECT_NEAR(ops::softplus(x), softplus, 2e-7 * (1 + std::fabs(softplus)));
+  }
+  std::vector<float> x = normal_values(37, 2, 5);
+  const std::vector<float> gate = normal_values(37, 3, 6);
+  std::vector<float> gated = x;
+  ops::mul_sigmoid(gated.data(), gate.data(), 37);
+  double norm = 0;
+  for (float v : x) norm += double{v} * v;
+  std::vector<float> unit = x;
+  ops::l2_norm(unit.data(), 1e-6f, 37);
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_NEAR(gated[i], x[i] / (1 + std::exp(-double{gate[i]})), 1e-6 * (1 + std::fabs(x[i])));
+    EXPECT_NEAR(unit[i], x[i] / std::sqrt(norm), 1e-6);
+  }
+  std::vector<float> zero(8, 0.0f);
+  ops::l2_norm(zero.data(), 1e-6f, 8);  // a zero vector stays zero: divided by eps, not by 0
+  EXPECT_EQ(zero, std::vector<float>(8, 0.0f));
+}
+
 }  // namespace
 }  // namespace epq

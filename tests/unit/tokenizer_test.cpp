@@ -38,6 +38,37 @@ TEST(PreTokenizer, Qwen2) {
   EXPECT_EQ(split("qwen2", "a\t\tb   "), (Pieces{"a", "\t", "\tb", "   "}));
 }
 
+// qwen35 (Qwen3.5 / Qwen3.6) is qwen2's pattern with combining marks (\p{M}) counted as letters in
+// word runs and left out of punctuation runs. On mark-free text the two agree.
+TEST(PreTokenizer, Qwen35KeepsCombiningMarksWithTheirLetters) {
+  EXPECT_EQ(split("qwen35", kTricky), split("qwen2", kTricky));
+  EXPECT_EQ(split("qwen35", "I'M WE'RE"), (Pieces{"I", "'M", " WE", "'RE"}));
+  // "cafe" + COMBINING ACUTE ACCENT (decomposed "café"): qwen2 cuts the accent off as punctuation.
+  EXPECT_EQ(split("qwen2", "cafe\u0301 ok"), (Pieces{"cafe", "\u0301", " ok"}));
+  EXPECT_EQ(split("qwen35", "cafe\u0301 ok"), (Pieces{"cafe\u0301", " ok"}));
+  // Devanagari "namaste": the virama and vowel sign are marks (Mn) between and after letters.
+  const std::string namaste = "\u0928\u092e\u0938\u094d\u0924\u0947";
+  EXPECT_EQ(split("qwen2", namaste), (Pieces{"\u0928\u092e\u0938", "\u094d\u0924", "\u0947"}));
+  EXPECT_EQ(split("qwen35", namaste), (Pieces{namaste}));
+  // A mark right after a space starts a word rather than a punctuation run.
+  EXPECT_EQ(split("qwen2", "x \u0301ab"), (Pieces{"x", " \u0301", "ab"}));
+  EXPECT_EQ(split("qwen35", "x \u0301ab"), (Pieces{"x", " \u0301ab"}));
+  // Punctuation runs stop before a mark, which then stands as a word of its own.
+  EXPECT_EQ(split("qwen2", "a!!\u0301"), (Pieces{"a", "!!\u0301"}));
+  EXPECT_EQ(split("qwen35", "a!!\u0301"), (Pieces{"a", "!!", "\u0301"}));
+  // Digits stay single, as in qwen2.
+  EXPECT_EQ(split("qwen35", "x 2026"), (Pieces{"x", " ", "2", "0", "2", "6"}));
+}
+
+// laguna splits the text into lines and newline runs first, then runs qwen2's pattern on each,
+// so trailing spaces and punctuation never merge with the newline after them.
+TEST(PreTokenizer, LagunaSplitsLinesBeforeTheQwen2Pattern) {
+  const std::string s = "Hi!\nthere  \n\nx y";
+  EXPECT_EQ(split("qwen2", s), (Pieces{"Hi", "!\n", "there", "  \n\n", "x", " y"}));
+  EXPECT_EQ(split("laguna", s), (Pieces{"Hi", "!", "\n", "there", "  ", "\n\n", "x", " y"}));
+  EXPECT_EQ(split("laguna", "one line, 12"), split("qwen2", "one line, 12"));
+}
+
 TEST(PreTokenizer, Llama3GroupsDigitsByThree) {
   EXPECT_EQ(split("llama-bpe", "x 12345 y"), (Pieces{"x", " ", "123", "45", " y"}));
   EXPECT_EQ(split("llama3", kTricky),
