@@ -107,7 +107,12 @@ void print_kv(const gguf::File& f, const std::string& arch) {
     const int64_t v = f.get_int_or(key, fallback);
     return v >= 0 && v <= (int64_t{1} << 30) ? v : 0;
   };
-  const int64_t n_layer = count(arch + ".block_count", 0);
+  // Layers with a KV cache are those with an attn_k tensor (hybrid models have others).
+  int64_t n_layer = 0, n_recurrent = 0;
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    n_layer += t.name.starts_with("blk.") && t.name.ends_with(".attn_k.weight");
+    n_recurrent += t.name.starts_with("blk.") && t.name.ends_with(".ssm_conv1d.weight");
+  }
   const int64_t n_head = count(arch + ".attention.head_count", 0);
   const int64_t n_head_kv = count(arch + ".attention.head_count_kv", n_head);
   const int64_t n_embd = count(arch + ".embedding_length", 0);
@@ -117,6 +122,14 @@ void print_kv(const gguf::File& f, const std::string& arch) {
   const uint64_t per_token = static_cast<uint64_t>(n_layer) * static_cast<uint64_t>(n_head_kv) * static_cast<uint64_t>(k + v) * 2;
   fmt::print("\nKV cache (F16): {} per token ({} layers x {} KV heads x ({} + {}) x 2 bytes)\n", format_bytes(per_token),
              n_layer, n_head_kv, k, v);
+  if (n_recurrent > 0) {
+    // Gated DeltaNet: per layer, K-1 conv inputs of 2 Hk S + Hv S channels and Hv S x S state.
+    const uint64_t K = count(arch + ".ssm.conv_kernel", 0), S = count(arch + ".ssm.state_size", 0);
+    const uint64_t Hk = count(arch + ".ssm.group_count", 0), Hv = count(arch + ".ssm.time_step_rank", 0);
+    const uint64_t floats = (K > 0 ? (K - 1) : 0) * (2 * Hk * S + Hv * S) + Hv * S * S;
+    fmt::print("Recurrent state (F32): {} per sequence, fixed ({} layers x ({} conv + {} x {} x {} state) x 4 bytes)\n",
+               format_bytes(static_cast<uint64_t>(n_recurrent) * floats * 4), n_recurrent, (K > 0 ? K - 1 : 0) * (2 * Hk * S + Hv * S), Hv, S, S);
+  }
 }
 
 void print_dequant(const gguf::File& f, const std::string& name, int64_t n) {

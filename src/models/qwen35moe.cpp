@@ -13,9 +13,7 @@
 // (NEOX pairs): for text, M-RoPE's sections all carry the same position, so they drop out.
 #include "models/qwen35moe.h"
 
-#include <chrono>
-
-#include "models/embedding.h"
+#include "models/architecture_base.h"
 #include "models/gated_delta_net.h"
 #include "models/gqa_attention.h"
 #include "models/hparams.h"
@@ -27,7 +25,7 @@ namespace epq::models {
 namespace {
 
 struct Hparams {
-  int n_vocab = 0, n_layer = 0, n_ctx_train = 0, n_ff_shared = 0;
+  int n_embd = 0, n_vocab = 0, n_layer = 0, n_ctx_train = 0, n_ff_shared = 0;
   float rms_eps = 1e-6f;
   std::vector<bool> recurrent;  // per layer
   GqaShape attn;
@@ -39,7 +37,7 @@ struct Hparams {
 Hparams read_hparams(const gguf::File& f, const ModelOptions& options) {
   const HparamReader r(f, "qwen35moe");
   Hparams h;
-  const int n_embd = r.count("embedding_length");
+  const int n_embd = h.n_embd = r.count("embedding_length");
   const int block_count = r.count("block_count");
   const int nextn = r.count_or_zero("nextn_predict_layers");
   if (nextn >= block_count) fail("{}: {} NextN layers leave none of the {} blocks to run", f.path(), nextn, block_count);
@@ -95,21 +93,18 @@ Hparams read_hparams(const gguf::File& f, const ModelOptions& options) {
   return h;
 }
 
-class State : public ForwardState {
+class State : public BatchState {
  public:
   State(StateAllocator& alloc, const Hparams& h, int n_ctx, int batch, int n_threads)
-      : ctx(n_ctx), max_tokens(batch), act(alloc, batch, h.attn.n_embd),
+      : BatchState(alloc, n_ctx, batch, h.n_embd),
         attention(alloc, h.attn, h.count(false), n_ctx, batch, n_threads),
         delta_net(alloc, h.delta, h.count(true), batch, n_threads),
         moe(alloc, h.moe, batch),
-        shared_expert(alloc, h.attn.n_embd, h.n_ff_shared, batch) {}
-  int n_ctx() const override { return ctx; }
+        shared_expert(alloc, h.n_embd, h.n_ff_shared, batch) {}
   void save_recurrent(uint8_t* out) const override { std::copy_n(delta_net.state(), delta_net.state_bytes(), out); }
   void load_recurrent(const uint8_t* in) override { std::copy_n(in, delta_net.state_bytes(), delta_net.state()); }
   void reset_recurrent() override { delta_net.reset(); }
 
-  int ctx, max_tokens;
-  Activations act;
   GqaAttention attention;
   GatedDeltaNet delta_net;
   RoutedMoe moe;
@@ -127,12 +122,11 @@ struct Layer {
   FfnWeights shared_expert;
 };
 
-class Qwen35Moe : public Model {
+class Qwen35Moe : public ModelBase<Hparams, State> {
  public:
   Qwen35Moe(const gguf::File& f, const ResidentWeights& weights, const ModelOptions& options)
-      : h_(read_hparams(f, options)), info_(qwen35moe_info(f, options)), w_(f, weights),
-        embedding_(w_, h_.attn.n_embd, h_.n_vocab), output_(w_, embedding_, h_.attn.n_embd, h_.n_vocab, h_.rms_eps) {
-    const int E = h_.attn.n_embd;
+      : ModelBase(f, weights, read_hparams(f, options), qwen35moe_info(f, options)) {
+    const int E = h_.n_embd;
     int slots[2] = {0, 0};
     for (int l = 0; l < h_.n_layer; ++l) {
       Layer L{};
@@ -148,51 +142,27 @@ class Qwen35Moe : public Model {
     }
   }
 
-  const ModelInfo& info() const override { return info_; }
-
-  std::unique_ptr<ForwardState> new_state(int n_ctx, int max_tokens, int n_threads) const override {
-    StateAllocator alloc = StateAllocator::allocating();
-    return std::make_unique<State>(alloc, h_, n_ctx, max_tokens, n_threads);
-  }
-
   void forward(ForwardState& base, ExpertSource& experts, ThreadPool& pool, std::span<const int32_t> tokens, int32_t pos0,
                bool all_logits, float* logits, ForwardTiming* timing) const override {
     auto& s = static_cast<State&>(base);
-    const auto start = std::chrono::steady_clock::now();
-    const int64_t T = static_cast<int64_t>(tokens.size());
-    if (T == 0) return;
-    if (T > s.max_tokens) fail("internal: batch of {} tokens exceeds the state's {}", T, s.max_tokens);
-    if (pos0 < 0 || pos0 + T > s.ctx) fail("context is full: {} positions needed, --ctx is {}", pos0 + T, s.ctx);
-    if (timing) *timing = {};
     Activations& act = s.act;
-    act.positions.resize(static_cast<size_t>(T));
-    for (int64_t t = 0; t < T; ++t) act.positions[static_cast<size_t>(t)] = pos0 + static_cast<int32_t>(t);
-    embedding_.embed(tokens, act.x.as<float>());
-    s.attention.prepare(act, T);
-
-    for (int l = 0; l < h_.n_layer; ++l) {
-      const Layer& L = layers_[static_cast<size_t>(l)];
-      act.norm_input(pool, L.attn_norm, h_.rms_eps, T);
-      if (L.recurrent) s.delta_net.forward(pool, L.delta, L.slot, act, T);
-      else s.attention.forward(pool, L.attn, L.slot, act, T, pos0);
-      act.add_output(T);
-      act.norm_input(pool, L.ffn_norm, h_.rms_eps, T);
-      s.moe.forward(pool, L.moe, info_.experts[static_cast<size_t>(l)], l, experts, act, T, timing);
-      s.shared_expert.forward(pool, L.shared_expert, act, T, act.out.as<float>());
-      act.add_output(T);
-    }
-
-    const int64_t first = all_logits ? 0 : T - 1;
-    output_.logits(pool, act, first, T - first, logits);
-    if (timing) timing->total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    forward_frame(s, embedding_, output_, pool, tokens, pos0, all_logits, logits, timing, [&](int64_t T) {
+      s.attention.prepare(act, T);
+      for (int l = 0; l < h_.n_layer; ++l) {
+        const Layer& L = layers_[static_cast<size_t>(l)];
+        act.norm_input(pool, L.attn_norm, h_.rms_eps, T);
+        if (L.recurrent) s.delta_net.forward(pool, L.delta, L.slot, act, T);
+        else s.attention.forward(pool, L.attn, L.slot, act, T, pos0);
+        act.add_output(T);
+        act.norm_input(pool, L.ffn_norm, h_.rms_eps, T);
+        s.moe.forward(pool, L.moe, info_.experts[static_cast<size_t>(l)], l, experts, act, T, timing);
+        s.shared_expert.forward(pool, L.shared_expert, act, T, act.out.as<float>());
+        act.add_output(T);
+      }
+    });
   }
 
  private:
-  Hparams h_;
-  ModelInfo info_;
-  WeightBinder w_;
-  TokenEmbedding embedding_;
-  OutputHead output_;
   std::vector<Layer> layers_;
 };
 
@@ -200,16 +170,14 @@ class Qwen35Moe : public Model {
 
 ModelInfo qwen35moe_info(const gguf::File& f, const ModelOptions& options) {
   const Hparams h = read_hparams(f, options);
-  matrix_tensor(f, "token_embd.weight", h.attn.n_embd, h.n_vocab);
-  ModelInfo info = moe_model_info(f, "qwen35moe", {h.n_vocab, h.attn.n_embd, h.n_layer, h.n_ctx_train}, h.moe, 0);
+  matrix_tensor(f, "token_embd.weight", h.n_embd, h.n_vocab);
+  ModelInfo info = moe_model_info(f, "qwen35moe", {h.n_vocab, h.n_embd, h.n_layer, h.n_ctx_train}, h.moe, 0);
   info.recurrent_bytes = static_cast<uint64_t>(h.count(true)) * h.delta.state_floats() * sizeof(float);
   return info;
 }
 
 uint64_t qwen35moe_state_bytes(const gguf::File& f, const ModelOptions& options, int n_ctx, int max_tokens, int n_threads) {
-  StateAllocator alloc = StateAllocator::measuring();
-  State(alloc, read_hparams(f, options), n_ctx, max_tokens, n_threads);
-  return alloc.bytes();
+  return Qwen35Moe::state_bytes(read_hparams(f, options), n_ctx, max_tokens, n_threads);
 }
 
 std::unique_ptr<Model> load_qwen35moe(const gguf::File& f, const ResidentWeights& w, const ModelOptions& options) {

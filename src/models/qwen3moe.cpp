@@ -5,9 +5,7 @@
 //   logits = output(rms_norm(x))
 #include "models/qwen3moe.h"
 
-#include <chrono>
-
-#include "models/embedding.h"
+#include "models/architecture_base.h"
 #include "models/gqa_attention.h"
 #include "models/hparams.h"
 #include "models/routed_moe.h"
@@ -17,7 +15,7 @@ namespace epq::models {
 namespace {
 
 struct Hparams {
-  int n_vocab = 0, n_layer = 0, n_ctx_train = 0;
+  int n_embd = 0, n_vocab = 0, n_layer = 0, n_ctx_train = 0;
   float rms_eps = 1e-6f;
   GqaShape attn;
   MoeShape moe;
@@ -27,7 +25,7 @@ Hparams read_hparams(const gguf::File& f, const ModelOptions& options) {
   const HparamReader r(f, "qwen3moe");
   Hparams h;
   GqaShape& a = h.attn;
-  a.n_embd = r.count("embedding_length");
+  h.n_embd = a.n_embd = r.count("embedding_length");
   h.n_layer = r.count("block_count");
   a.n_head = r.count("attention.head_count");
   a.n_head_kv = r.count_or("attention.head_count_kv", a.n_head);
@@ -49,15 +47,12 @@ Hparams read_hparams(const gguf::File& f, const ModelOptions& options) {
   return h;
 }
 
-class State : public ForwardState {
+class State : public BatchState {
  public:
   State(StateAllocator& alloc, const Hparams& h, int n_ctx, int batch, int n_threads)
-      : ctx(n_ctx), max_tokens(batch), act(alloc, batch, h.attn.n_embd),
+      : BatchState(alloc, n_ctx, batch, h.n_embd),
         attention(alloc, h.attn, h.n_layer, n_ctx, batch, n_threads), moe(alloc, h.moe, batch) {}
-  int n_ctx() const override { return ctx; }
 
-  int ctx, max_tokens;
-  Activations act;
   GqaAttention attention;
   RoutedMoe moe;
 };
@@ -69,60 +64,35 @@ struct Layer {
   MoeWeights moe;
 };
 
-class Qwen3Moe : public Model {
+class Qwen3Moe : public ModelBase<Hparams, State> {
  public:
   Qwen3Moe(const gguf::File& f, const ResidentWeights& weights, const ModelOptions& options)
-      : h_(read_hparams(f, options)), info_(qwen3moe_info(f, options)), w_(f, weights),
-        embedding_(w_, h_.attn.n_embd, h_.n_vocab), output_(w_, embedding_, h_.attn.n_embd, h_.n_vocab, h_.rms_eps) {
+      : ModelBase(f, weights, read_hparams(f, options), qwen3moe_info(f, options)) {
     for (int l = 0; l < h_.n_layer; ++l) {
-      layers_.push_back({w_.vector(layer_tensor(l, "attn_norm"), h_.attn.n_embd), bind_gqa(w_, l, h_.attn, true),
-                         w_.vector(layer_tensor(l, "ffn_norm"), h_.attn.n_embd), bind_moe(w_, l, h_.moe, false)});
+      layers_.push_back({w_.vector(layer_tensor(l, "attn_norm"), h_.n_embd), bind_gqa(w_, l, h_.attn, true),
+                         w_.vector(layer_tensor(l, "ffn_norm"), h_.n_embd), bind_moe(w_, l, h_.moe, false)});
     }
-  }
-
-  const ModelInfo& info() const override { return info_; }
-
-  std::unique_ptr<ForwardState> new_state(int n_ctx, int max_tokens, int n_threads) const override {
-    StateAllocator alloc = StateAllocator::allocating();
-    return std::make_unique<State>(alloc, h_, n_ctx, max_tokens, n_threads);
   }
 
   void forward(ForwardState& base, ExpertSource& experts, ThreadPool& pool, std::span<const int32_t> tokens, int32_t pos0,
                bool all_logits, float* logits, ForwardTiming* timing) const override {
     auto& s = static_cast<State&>(base);
-    const auto start = std::chrono::steady_clock::now();
-    const int64_t T = static_cast<int64_t>(tokens.size());
-    if (T == 0) return;
-    if (T > s.max_tokens) fail("internal: batch of {} tokens exceeds the state's {}", T, s.max_tokens);
-    if (pos0 < 0 || pos0 + T > s.ctx) fail("context is full: {} positions needed, --ctx is {}", pos0 + T, s.ctx);
-    if (timing) *timing = {};
     Activations& act = s.act;
-    act.positions.resize(static_cast<size_t>(T));
-    for (int64_t t = 0; t < T; ++t) act.positions[static_cast<size_t>(t)] = pos0 + static_cast<int32_t>(t);
-    embedding_.embed(tokens, act.x.as<float>());
-    s.attention.prepare(act, T);
-
-    for (int l = 0; l < h_.n_layer; ++l) {
-      const Layer& L = layers_[static_cast<size_t>(l)];
-      act.norm_input(pool, L.attn_norm, h_.rms_eps, T);
-      s.attention.forward(pool, L.attn, l, act, T, pos0);
-      act.add_output(T);
-      act.norm_input(pool, L.ffn_norm, h_.rms_eps, T);
-      s.moe.forward(pool, L.moe, info_.experts[static_cast<size_t>(l)], l, experts, act, T, timing);
-      act.add_output(T);
-    }
-
-    const int64_t first = all_logits ? 0 : T - 1;
-    output_.logits(pool, act, first, T - first, logits);
-    if (timing) timing->total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    forward_frame(s, embedding_, output_, pool, tokens, pos0, all_logits, logits, timing, [&](int64_t T) {
+      s.attention.prepare(act, T);
+      for (int l = 0; l < h_.n_layer; ++l) {
+        const Layer& L = layers_[static_cast<size_t>(l)];
+        act.norm_input(pool, L.attn_norm, h_.rms_eps, T);
+        s.attention.forward(pool, L.attn, l, act, T, pos0);
+        act.add_output(T);
+        act.norm_input(pool, L.ffn_norm, h_.rms_eps, T);
+        s.moe.forward(pool, L.moe, info_.experts[static_cast<size_t>(l)], l, experts, act, T, timing);
+        act.add_output(T);
+      }
+    });
   }
 
  private:
-  Hparams h_;
-  ModelInfo info_;
-  WeightBinder w_;
-  TokenEmbedding embedding_;
-  OutputHead output_;
   std::vector<Layer> layers_;
 };
 
@@ -131,16 +101,14 @@ class Qwen3Moe : public Model {
 ModelInfo qwen3moe_info(const gguf::File& f, const ModelOptions& options) {
   const Hparams h = read_hparams(f, options);
   // The sizes the memory plan multiplies, checked against the tensors before any plan.
-  matrix_tensor(f, "token_embd.weight", h.attn.n_embd, h.n_vocab);
-  matrix_tensor(f, "blk.0.attn_q.weight", h.attn.n_embd, h.attn.q_dim());
-  matrix_tensor(f, "blk.0.attn_k.weight", h.attn.n_embd, h.attn.kv_dim());
-  return moe_model_info(f, "qwen3moe", {h.n_vocab, h.attn.n_embd, h.n_layer, h.n_ctx_train}, h.moe, 0);
+  matrix_tensor(f, "token_embd.weight", h.n_embd, h.n_vocab);
+  matrix_tensor(f, "blk.0.attn_q.weight", h.n_embd, h.attn.q_dim());
+  matrix_tensor(f, "blk.0.attn_k.weight", h.n_embd, h.attn.kv_dim());
+  return moe_model_info(f, "qwen3moe", {h.n_vocab, h.n_embd, h.n_layer, h.n_ctx_train}, h.moe, 0);
 }
 
 uint64_t qwen3moe_state_bytes(const gguf::File& f, const ModelOptions& options, int n_ctx, int max_tokens, int n_threads) {
-  StateAllocator alloc = StateAllocator::measuring();
-  State(alloc, read_hparams(f, options), n_ctx, max_tokens, n_threads);
-  return alloc.bytes();
+  return Qwen3Moe::state_bytes(read_hparams(f, options), n_ctx, max_tokens, n_threads);
 }
 
 std::unique_ptr<Model> load_qwen3moe(const gguf::File& f, const ResidentWeights& w, const ModelOptions& options) {

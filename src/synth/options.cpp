@@ -4,6 +4,13 @@
 #include "util/error.h"
 
 namespace epq::synth {
+namespace {
+
+void positive(const char* what, int v) {
+  if (v <= 0) fail("synth: {} must be positive, got {}", what, v);
+}
+
+}  // namespace
 
 const char* arch_name(Arch arch) { return arch == Arch::kQwen35Moe ? "qwen35moe" : "qwen3moe"; }
 
@@ -144,9 +151,6 @@ namespace {
 
 template <typename Fits>
 void validate_qwen35moe(const Options& o, const Fits& fits) {
-  auto positive = [](const char* what, int v) {
-    if (v <= 0) fail("synth: {} must be positive, got {}", what, v);
-  };
   positive("--shared-expert-ffn", o.n_ff_shexp);
   positive("--full-attention-interval", o.full_attention_interval);
   positive("--rope-dims", o.rope_dims);
@@ -174,9 +178,6 @@ void validate_qwen35moe(const Options& o, const Fits& fits) {
 }  // namespace
 
 void validate(const Options& o) {
-  auto positive = [](const char* what, int v) {
-    if (v <= 0) fail("synth: {} must be positive, got {}", what, v);
-  };
   positive("--layers", o.n_layer);
   positive("--experts", o.n_expert);
   positive("--expert-used", o.n_expert_used);

@@ -139,11 +139,7 @@ void set_metadata(gguf::Writer& w, const Options& o) {
 }  // namespace
 
 void write_qwen35moe(const Options& o, const std::string& path, const ProgressFn& on_progress) {
-  validate(o);
-  const std::vector<TensorPlan> plan = plan_tensors(o);
-  gguf::Writer w(path);
-  set_metadata(w, o);
-  stream_tensors(w, o, plan, on_progress);
+  write_model(o, path, plan_tensors, set_metadata, on_progress);
 }
 
 }  // namespace epq::synth

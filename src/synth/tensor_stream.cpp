@@ -70,8 +70,12 @@ int64_t rows_of(const TensorPlan& t) {
 
 }  // namespace
 
-void stream_tensors(gguf::Writer& w, const Options& o, const std::vector<TensorPlan>& plan,
-                    const ProgressFn& on_progress) {
+void write_model(const Options& o, const std::string& path, PlanFn plan_tensors, MetadataFn set_metadata,
+                 const ProgressFn& on_progress) {
+  validate(o);
+  const std::vector<TensorPlan> plan = plan_tensors(o);
+  gguf::Writer w(path);
+  set_metadata(w, o);
   for (const TensorPlan& t : plan) w.add_tensor(t.name, t.type, t.dims);
   w.begin_data();
 

@@ -43,9 +43,12 @@ struct Progress {
 
 using ProgressFn = std::function<void(const Progress&)>;
 
-// Declares the plan's tensors in w (whose metadata is already set), writes their data in
-// plan order and finishes the file. Options supply the seed, zipf, shape and threads.
-void stream_tensors(gguf::Writer& w, const Options& options, const std::vector<TensorPlan>& plan,
-                    const ProgressFn& on_progress);
+// Writes an architecture's file: checks the options, sets the metadata, declares the
+// planned tensors and streams their data in plan order. Options supply the seed, zipf,
+// shape and threads.
+using PlanFn = std::vector<TensorPlan> (*)(const Options&);
+using MetadataFn = void (*)(gguf::Writer&, const Options&);
+void write_model(const Options& options, const std::string& path, PlanFn plan_tensors, MetadataFn set_metadata,
+                 const ProgressFn& on_progress);
 
 }  // namespace epq::synth

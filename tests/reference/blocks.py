@@ -166,6 +166,19 @@ class GGUFModel:
             raise ValueError(f"{self.path}: missing {self.ARCH}.{key}")
         return value
 
+    def begin_pass(self, tokens, take, resume):
+        """The common start of forward(tokens, take, resume): (trace or None, first layer,
+        first position, positions, the residual stream entering the first layer)."""
+        self.choices = Choices(take)
+        tokens = np.asarray(tokens, dtype=np.int64)
+        trace, first_layer, start = resume if resume else (None, 0, 0)
+        pos = np.arange(start, len(tokens))
+        if resume:
+            x = trace["x"][first_layer][start:len(tokens)].copy()
+        else:
+            x = self.weight("token_embd.weight")[tokens].copy()   # (n_tok, E)
+        return trace, first_layer, start, pos, x
+
     def weight(self, name):
         """A tensor as an array in the compute dtype, dims reversed (row-major):
         [in, out] -> (out, in); [in, out, n_expert] -> (n_expert, out, in)."""

@@ -239,19 +239,10 @@ class Qwen35MoE(GGUFModel):
         that made the same choices before `position` and below `layer`: it supplies
         those, and only positions from `position` on, layers from `layer` on, are
         computed (their logits returned; near-ties are recorded for them only)."""
-        self.choices = Choices(take)
-        tokens = np.asarray(tokens, dtype=np.int64)
+        trace, first_layer, start, pos, x = self.begin_pass(tokens, take, resume)
         n = len(tokens)
-        first_layer, start = 0, 0
-        if resume:
-            trace, first_layer, start = resume
-        pos = np.arange(start, n)
         cos, sin = rope_cos_sin(pos, self.n_rot, self.rope_base, self.yarn)
 
-        if resume:
-            x = trace["x"][first_layer][start:n].copy()
-        else:
-            x = self.weight("token_embd.weight")[tokens].copy()   # (n_tok, E)
         L = self.n_layer
         self.trace = {"x": [None] * (L + 1), "k": [None] * L, "v": [None] * L,
                       "delta": [None] * L}

@@ -104,20 +104,11 @@ class Qwen3MoE(GGUFModel):
         that made the same choices before `position` and below `layer`: it supplies
         those, and only positions from `position` on, layers from `layer` on, are
         computed (their logits returned; near-ties are recorded for them only)."""
-        self.choices = Choices(take)
-        tokens = np.asarray(tokens, dtype=np.int64)
+        trace, first_layer, start, pos, x = self.begin_pass(tokens, take, resume)
         n = len(tokens)
-        first_layer, start = 0, 0
-        if resume:
-            trace, first_layer, start = resume
-        pos = np.arange(start, n)
         cos, sin = self.rope_cos_sin(pos)
         empty = np.zeros((0, self.n_head_kv, self.head_dim), dtype=self.dtype)
 
-        if resume:
-            x = trace["x"][first_layer][start:n].copy()
-        else:
-            x = self.weight("token_embd.weight")[tokens].copy()   # (n_tok, E)
         self.trace = {"x": [None] * (self.n_layer + 1), "k": [None] * self.n_layer,
                       "v": [None] * self.n_layer}
         for layer in range(first_layer, self.n_layer):
