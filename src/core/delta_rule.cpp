@@ -1,5 +1,7 @@
 #include "core/delta_rule.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -20,8 +22,11 @@ void axpy(float* y, const float* x, float a, int n) {
 }  // namespace
 
 void delta_rule_recurrent(const DeltaRuleInput& in, int64_t n_tokens, int dim, float* S, float* o, size_t o_stride) {
-  const size_t n = static_cast<size_t>(dim);
-  float kv[512], delta[512];
+  // Two passes over the state per token. With the decayed state D = e^g S, the update
+  // S' = D + k d^T gives d = beta (v - e^g S^T k) and o = S'^T q = e^g S^T q + (k.q) d, so
+  // the first pass only reads S (for S^T k and S^T q) and the second rewrites it.
+  const size_t n = static_cast<size_t>(dim);  // a multiple of 8
+  alignas(32) float a[512], b[512], delta[512];
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* q = in.q + static_cast<size_t>(t) * in.qk_stride;
     const float* k = in.k + static_cast<size_t>(t) * in.qk_stride;
@@ -29,18 +34,37 @@ void delta_rule_recurrent(const DeltaRuleInput& in, int64_t n_tokens, int dim, f
     const float decay = std::exp(in.g[static_cast<size_t>(t) * in.gb_stride]);
     const float beta = in.beta[static_cast<size_t>(t) * in.gb_stride];
     float* out = o + static_cast<size_t>(t) * o_stride;
-    std::fill_n(kv, n, 0.0f);
-    for (size_t i = 0; i < n; ++i) {
-      float* row = S + i * n;
-      for (size_t j = 0; j < n; ++j) row[j] *= decay;
-      axpy(kv, row, k[i], dim);
+    // S^T k and S^T q, 32 columns at a time in registers.
+    for (size_t j0 = 0; j0 < n; j0 += 32) {
+      const size_t width = std::min<size_t>(32, n - j0) / 8;
+      __m256 acc_a[4], acc_b[4];
+      for (size_t u = 0; u < 4; ++u) acc_a[u] = acc_b[u] = _mm256_setzero_ps();
+      for (size_t i = 0; i < n; ++i) {
+        const float* row = S + i * n + j0;
+        const __m256 ki = _mm256_set1_ps(k[i]), qi = _mm256_set1_ps(q[i]);
+        for (size_t u = 0; u < width; ++u) {
+          const __m256 r = _mm256_loadu_ps(row + 8 * u);
+          acc_a[u] = _mm256_fmadd_ps(r, ki, acc_a[u]);
+          acc_b[u] = _mm256_fmadd_ps(r, qi, acc_b[u]);
+        }
+      }
+      for (size_t u = 0; u < width; ++u) {
+        _mm256_store_ps(a + j0 + 8 * u, acc_a[u]);
+        _mm256_store_ps(b + j0 + 8 * u, acc_b[u]);
+      }
     }
-    for (size_t j = 0; j < n; ++j) delta[j] = beta * (v[j] - kv[j]);
-    std::fill_n(out, n, 0.0f);
+    const float kq = dot(k, q, dim);
+    for (size_t j = 0; j < n; ++j) {
+      delta[j] = beta * (v[j] - decay * a[j]);
+      out[j] = decay * b[j] + kq * delta[j];
+    }
+    const __m256 dv = _mm256_set1_ps(decay);
     for (size_t i = 0; i < n; ++i) {
       float* row = S + i * n;
-      axpy(row, delta, k[i], dim);
-      axpy(out, row, q[i], dim);
+      const __m256 ki = _mm256_set1_ps(k[i]);
+      for (size_t j = 0; j < n; j += 8) {
+        _mm256_storeu_ps(row + j, _mm256_fmadd_ps(ki, _mm256_load_ps(delta + j), _mm256_mul_ps(dv, _mm256_loadu_ps(row + j))));
+      }
     }
   }
 }

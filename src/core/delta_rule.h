@@ -8,7 +8,7 @@
 // q is expected pre-scaled (by 1/sqrt(dim)); q and k are read at q + t * qk_stride, v at
 // v + t * v_stride, o written at o + t * o_stride.
 //
-// delta_rule_recurrent runs that loop; a token's result does not depend on how a sequence
+// dim must be a multiple of 8, at most 512. delta_rule_recurrent runs that loop (AVX2); a token's result does not depend on how a sequence
 // is split into calls, so a resumed prefix gives the same bits as a fresh run. delta_rule_chunked computes the same in chunks of
 // up to kDeltaChunk tokens with matrix products (the WY form, as in llama.cpp's
 // build_delta_net_chunking), rounding differently but agreeing within float tolerance:
