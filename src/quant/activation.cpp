@@ -6,14 +6,19 @@
 #include <cstring>
 
 #include "quant/blocks.h"
+#include "quant/float_bits.h"
 #include "quant/reference.h"
 
 namespace epq::quant {
 
 ActFormat activation_format(Type t) {
   switch (t) {
-    case Type::F32: case Type::F16: case Type::BF16:
+    case Type::F32:
       return ActFormat::kF32;
+    case Type::F16:
+      return ActFormat::kF16;
+    case Type::BF16:
+      return ActFormat::kBF16;
     case Type::Q2_K: case Type::Q3_K: case Type::Q4_K: case Type::Q5_K: case Type::Q6_K:
     case Type::Q8_K: case Type::IQ4_XS:
       return ActFormat::kQ8K;
@@ -24,7 +29,7 @@ ActFormat activation_format(Type t) {
 
 size_t activation_bytes(ActFormat f, int64_t n) {
   switch (f) {
-    case ActFormat::kF32: return static_cast<size_t>(n) * sizeof(float);
+    case ActFormat::kF32: case ActFormat::kF16: case ActFormat::kBF16: return static_cast<size_t>(n) * sizeof(float);
     case ActFormat::kQ8x32: return static_cast<size_t>(n / 32) * sizeof(BlockQ8x32);
     case ActFormat::kQ8K: return static_cast<size_t>(n / 256) * sizeof(BlockQ8_K);
   }
@@ -93,6 +98,18 @@ void quantize(ActFormat f, const float* x, void* out, int64_t n) {
     case ActFormat::kF32:
       std::memcpy(out, x, static_cast<size_t>(n) * sizeof(float));
       return;
+    case ActFormat::kF16: {
+      float* o = static_cast<float*>(out);
+      int64_t i = 0;
+      if (kSimd) {
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+      }
+      for (; i < n; ++i) o[i] = f16_to_f32(f32_to_f16(x[i]));
+      return;
+    }
+    case ActFormat::kBF16:
+      for (int64_t i = 0; i < n; ++i) static_cast<float*>(out)[i] = bf16_to_f32(f32_to_bf16(x[i]));
+      return;
     case ActFormat::kQ8x32:
       for (int64_t b = 0; b < n / 32; ++b) {
         BlockQ8x32& blk = static_cast<BlockQ8x32*>(out)[b];
@@ -126,7 +143,7 @@ void quantize_activation_reference(ActFormat f, const float* x, void* out, int64
 
 void dequantize_activation(ActFormat f, const void* in, float* out, int64_t n) {
   switch (f) {
-    case ActFormat::kF32:
+    case ActFormat::kF32: case ActFormat::kF16: case ActFormat::kBF16:
       std::memcpy(out, in, static_cast<size_t>(n) * sizeof(float));
       return;
     case ActFormat::kQ8x32:

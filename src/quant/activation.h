@@ -1,6 +1,8 @@
 #pragma once
 // Activations in the form a weight type's dot kernel reads. Integer kernels want int8
-// blocks with a float scale; float weights read the floats unchanged. An activation
+// blocks with a float scale; float weights read floats: unchanged for F32, rounded to F16
+// or BF16 precision for F16 and BF16 weights, as ggml's dot types do (llama.cpp's
+// numbers on such files are then matched as closely as it matches itself). An activation
 // vector is quantized once and shared by every matrix that reads it.
 #include <cstddef>
 #include <cstdint>
@@ -10,11 +12,13 @@
 namespace epq::quant {
 
 enum class ActFormat {
-  kF32,   // plain floats: F32, F16, BF16 weights
+  kF32,   // plain floats: F32 weights
   kQ8x32, // BlockQ8x32: the 32-element formats
   kQ8K,   // BlockQ8_K: the 256-element formats
+  kF16,   // floats rounded to F16 (nearest even): F16 weights, as ggml's F16 dot type does
+  kBF16,  // floats rounded to BF16 (nearest even): BF16 weights, as ggml's BF16 dot type does
 };
-inline constexpr int kActFormatCount = 3;
+inline constexpr int kActFormatCount = 5;
 
 struct BlockQ8x32 {
   float d;  // scale: x ~ d * qs

@@ -58,8 +58,13 @@ MODELS = {
               "--type-attn-v", "Q5_1", "--type-embd", "IQ4_NL", "--type-output", "MXFP4"],
     "mix-b": ["--type-expert", "IQ4_XS", "--type-expert-down", "Q2_K", "--type-attn", "IQ4_NL",
               "--type-attn-v", "MXFP4", "--type-embd", "BF16", "--type-output", "F16"],
-    "mix-c": ["--type-expert", "Q5_0", "--type-expert-down", "Q4_1", "--type-attn", "BF16",
-              "--type-attn-v", "F16", "--type-embd", "Q8_0", "--type-output", "Q8_K"],
+    # F16 and BF16 weights take F16- and BF16-rounded inputs (as in llama.cpp). Inside the
+    # layers those roundings meet float32 noise at a midpoint so often that no run of the
+    # reference can follow the engine's choices, so the float types sit at the ends of
+    # the graph here (embedding and output); the F16 attention of test_qwen35moe checks
+    # them inside the layers against llama.cpp.
+    "mix-c": ["--type-expert", "Q5_0", "--type-expert-down", "Q4_1", "--type-attn", "Q8_K",
+              "--type-attn-v", "Q8_0", "--type-embd", "F16", "--type-output", "BF16"],
 }
 
 # Float weights, all positions. What differs: float32 accumulation in the engine vs

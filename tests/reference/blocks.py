@@ -134,23 +134,21 @@ class GGUFModel:
 
     Options (what the engine does on purpose, so that comparisons can be tight):
       kv_f16      K and V are rounded to float16 as the engine's KV cache stores them.
-      emulate_q8  the input of every product with a quantized weight is replaced by its
-                  int8 quantize-dequantize round trip, as the engine's integer kernels
-                  see it (blocks of 32, or 256 for the K-quants; float weights read
-                  float32 activations).
-      f16_act     llama.cpp's rule for float weights, not the engine's: the input of a
-                  product with an F16 (BF16) weight is rounded to float16 (bfloat16).
+      emulate_q8  the input of every product is rounded as the engine's kernels see it
+                  (and as llama.cpp's do): for a quantized weight its int8
+                  quantize-dequantize round trip (blocks of 32, or 256 for the
+                  K-quants); for an F16 (BF16) weight float16 (bfloat16); F32 weights
+                  read float32.
     """
 
     ARCH = None
 
-    def __init__(self, path, dtype=np.float64, kv_f16=True, emulate_q8=False, f16_act=False):
+    def __init__(self, path, dtype=np.float64, kv_f16=True, emulate_q8=False):
         self.gguf = GGUFFile(path)
         self.path = path
         self.dtype = dtype
         self.kv_f16 = kv_f16
         self.emulate_q8 = emulate_q8
-        self.f16_act = f16_act
         self._weights = {}
         self.choices = Choices()
         md = self.gguf.metadata
@@ -203,8 +201,9 @@ class GGUFModel:
             block = activation_block(ttype)
             if block:
                 x = self.choices.q8_round_trip(x, block, site, positions).astype(self.dtype)
-        if self.f16_act and ttype in (dequant.F16, dequant.BF16):
-            x = round_float(x, ttype).astype(self.dtype)
+        if self.emulate_q8 and ttype in (dequant.F16, dequant.BF16):
+            x = self.choices.f16_round_trip(x[:, None, :], site, "input", positions,
+                                            bf16=ttype == dequant.BF16)[:, 0, :].astype(self.dtype)
         return x @ w.T
 
     def cache_kv(self, k, v, layer, pos, past_k, past_v):
@@ -286,6 +285,8 @@ class Choices:
                                                  the matrices that read it); value: q
       ("f16", "k" or "v", layer, position, head, dim)   float16 rounding of a K/V
                                                  element; value: the float16 value
+      ("f16" or "bf16", site, "input", position, 0, element)   rounding of the input of
+                                                 an F16 (BF16) weight product
       ("route", layer, position)                 the K-th routed expert; value: its index
     `found` maps the key of every near-tie to (margin, other): its margin in units of the
     threshold (below 1: within reach of float noise) and the value the other way.
@@ -348,13 +349,20 @@ class Choices:
         q = np.where(mask & (np.abs(values - exact) < 1), values, q).astype(np.float32)
         return (d * q.reshape(b.shape)).astype(np.float32).reshape(rows, n)
 
-    def f16_round_trip(self, x, name, layer, positions):
-        """Round x (n_tokens, n_heads, head_dim) to float16 (nearest, ties to even)."""
+    def f16_round_trip(self, x, name, layer, positions, bf16=False):
+        """Round x (n_tokens, n_heads, head_dim) to float16, or bfloat16 (nearest, ties to
+        even), noting the elements within float noise of a rounding midpoint."""
         x64 = np.asarray(x, dtype=np.float64)
-        rounded = x64.astype(np.float16).astype(np.float64)
-        toward = np.where(rounded > x64, -np.inf, np.inf)
-        other = np.nextafter(rounded.astype(np.float16), toward.astype(np.float16))
-        other = other.astype(np.float64)                 # the float16 across x
+        if bf16:
+            rounded = round_float(x64, dequant.BF16).astype(np.float64)
+            _, exponent = np.frexp(rounded)
+            ulp = np.ldexp(1.0, exponent - 8)                   # bfloat16 keeps 8 significant bits
+            other = rounded - np.sign(rounded - x64) * ulp     # the bfloat16 across x
+        else:
+            rounded = x64.astype(np.float16).astype(np.float64)
+            toward = np.where(rounded > x64, -np.inf, np.inf)
+            other = np.nextafter(rounded.astype(np.float16), toward.astype(np.float16))
+            other = other.astype(np.float64)                 # the float16 across x
         # Float noise in an element scales with its vector (cancellation makes small
         # elements no more precise), so the margin is measured against the head's rms.
         scale = np.sqrt(np.mean(x64 * x64, axis=2, keepdims=True))
@@ -363,8 +371,9 @@ class Choices:
         margin = np.where(np.isfinite(margin), margin, 1.0)
         _, head, dim = np.indices(x.shape)
         where = [np.broadcast_to(np.asarray(positions)[:, None, None], x.shape), head, dim]
-        self._note(("f16", name, layer), where, margin, self.F16_THRESHOLD, other)
-        mask, values = self._taken(("f16", name, layer), where)
+        key = ("bf16" if bf16 else "f16", name, layer)
+        self._note(key, where, margin, self.F16_THRESHOLD, other)
+        mask, values = self._taken(key, where)
         out = np.where(mask & ((values == rounded) | (values == other)), values, rounded)
         return out.astype(x.dtype)
 

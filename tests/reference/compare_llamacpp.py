@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Compare the numpy reference with llama.cpp's logits in a reference folder.
 
-    compare_llamacpp.py DIR [--emulate-q8-activations] [--f16-activations]
+    compare_llamacpp.py DIR [--emulate-q8-activations]
                         [--delta-form recurrent|chunked] [--chunk N] [--float32]
                         [--no-kv-f16] [--matrix]
 
@@ -14,9 +14,9 @@ fraction of positions where the two agree on the top-1 token, and the largest |d
 The folder's README calls a quantized model matched at rms <= 3% of the std and top-1
 agreement >= 0.9.
 
---matrix runs float64 with and without --emulate-q8-activations (and with
---f16-activations on top, llama.cpp's rounding of F16-weight inputs), recurrent and
-chunked, one line each, and the two delta-rule forms against each other.
+--matrix runs float64 with and without --emulate-q8-activations (the engine's and
+llama.cpp's rounding of every product's input), recurrent and chunked, one line each,
+and the two delta-rule forms against each other.
 """
 import argparse
 import os
@@ -76,8 +76,6 @@ def describe(options):
     dtype = options.get("dtype", np.float64)
     words = [np.dtype(dtype).name]
     words.append("q8" if options.get("emulate_q8") else "no-q8")
-    if options.get("f16_act"):
-        words.append("f16-act")
     if not options.get("kv_f16", True):
         words.append("f32-kv")
     if "delta_form" in options:
@@ -98,9 +96,6 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder")
     parser.add_argument("--emulate-q8-activations", action="store_true")
-    parser.add_argument("--f16-activations", action="store_true",
-                        help="round inputs of F16/BF16-weight products as llama.cpp does "
-                        "(the engine does not)")
     parser.add_argument("--delta-form", choices=("recurrent", "chunked"), default="recurrent")
     parser.add_argument("--chunk", type=int, default=64)
     parser.add_argument("--float32", action="store_true")
@@ -115,22 +110,21 @@ def main(argv=None):
 
     if not args.matrix:
         options = dict(dtype=np.float32 if args.float32 else np.float64, kv_f16=args.kv_f16,
-                       emulate_q8=args.emulate_q8_activations, f16_act=args.f16_activations,
+                       emulate_q8=args.emulate_q8_activations,
                        delta_form=args.delta_form, chunk=args.chunk)
         logits, seconds = run(path, tokens, **options)
         report(describe(options), logits, theirs, seconds)
         return
 
     by_form = {}
-    for emulate_q8, f16_act in ((False, False), (True, False), (True, True)):
+    for emulate_q8 in (False, True):
         for form in ("recurrent", "chunked"):
-            options = dict(emulate_q8=emulate_q8, f16_act=f16_act, delta_form=form,
-                           chunk=args.chunk)
+            options = dict(emulate_q8=emulate_q8, delta_form=form, chunk=args.chunk)
             logits, seconds = run(path, tokens, **options)
-            by_form[(emulate_q8, f16_act, form)] = logits
+            by_form[(emulate_q8, form)] = logits
             report(describe(options), logits, theirs, seconds)
     if model_class(path).ARCH == "qwen35moe":
-        a, b = by_form[(False, False, "recurrent")], by_form[(False, False, "chunked")]
+        a, b = by_form[(False, "recurrent")], by_form[(False, "chunked")]
         print(f"recurrent against chunked/{args.chunk}, float64 no-q8: max |diff| "
               f"{np.max(np.abs(a - b)):.3g} (logit std {np.std(a):.3g})")
 

@@ -30,7 +30,7 @@ def _position(key):
 
 
 def _layer(key, n_layer):
-    if key[0] == "q8":   # the site: "blk.N.<name>" or "output_in"
+    if key[0] == "q8" or key[2] == "input":   # the site: "blk.N.<name>" or "output_in"
         return int(key[1].split(".")[1]) if key[1].startswith("blk.") else n_layer
     return key[1] if key[0] == "route" else key[2]
 

@@ -7,7 +7,7 @@ are Gated DeltaNet linear attention (a causal depthwise conv, then the gated del
 over a per-head [Dk x Dv] state). Every layer has a routed MoE (softmax, top-k,
 renormalised) plus a shared expert with a sigmoid gate per token.
 
-Options as in qwen3moe.py and blocks.GGUFModel (kv_f16, emulate_q8, f16_act), and
+Options as in qwen3moe.py and blocks.GGUFModel (kv_f16, emulate_q8), and
   delta_form  "recurrent": the delta rule token by token (what llama.cpp's CPU op does);
               "chunked": the chunked form (llama.cpp's graph for backends without the op),
               in chunks of `chunk` tokens (64 there). The two are the same math.
@@ -83,8 +83,8 @@ class Qwen35MoE(GGUFModel):
     ARCH = ARCH
 
     def __init__(self, path, dtype=np.float64, kv_f16=True, emulate_q8=False,
-                 delta_form="recurrent", chunk=64, f16_act=False):
-        super().__init__(path, dtype, kv_f16, emulate_q8, f16_act)
+                 delta_form="recurrent", chunk=64):
+        super().__init__(path, dtype, kv_f16, emulate_q8)
         if delta_form not in DELTA_FORMS:
             raise ValueError(f"delta_form {delta_form!r}: one of {', '.join(DELTA_FORMS)}")
         if chunk < 1:

@@ -31,8 +31,8 @@ class Qwen3MoE(GGUFModel):
 
     ARCH = ARCH
 
-    def __init__(self, path, dtype=np.float64, kv_f16=True, emulate_q8=False, f16_act=False):
-        super().__init__(path, dtype, kv_f16, emulate_q8, f16_act)
+    def __init__(self, path, dtype=np.float64, kv_f16=True, emulate_q8=False):
+        super().__init__(path, dtype, kv_f16, emulate_q8)
         hp = self.hp
         self.n_embd = hp("embedding_length")
         self.n_layer = hp("block_count")

@@ -210,7 +210,7 @@ INSTANTIATE_TEST_SUITE_P(Simd, DotKernels, ::testing::ValuesIn(all_cases()), [](
 TEST(ActivationQuantizer, SimdMatchesScalarBitForBit) {
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0, 1);
-  for (ActFormat f : {ActFormat::kQ8x32, ActFormat::kQ8K}) {
+  for (ActFormat f : {ActFormat::kQ8x32, ActFormat::kQ8K, ActFormat::kF16, ActFormat::kBF16}) {
     for (int64_t n : {256, 2048, 4096}) {
       std::vector<float> x(static_cast<size_t>(n));
       for (float& v : x) v = normal(rng) * 3;
