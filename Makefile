@@ -1,7 +1,7 @@
 # Front door for building, testing and the demo. Everything builds with CMake + Ninja.
 #   make            build epq (Release) into build/
 #   make test       build, run every test, then rebuild the unit tests with ASan/UBSan and run them
-#   make demo       synthesize the `small` model into models/ and run it
+#   make demo       run the trained demo model (demo/) paged under a kernel-enforced budget
 #   make bench      kernel benchmarks (docs/PERFORMANCE.md); scripts/bench_results.sh for the rest
 #   make fuzz       fuzz the GGUF parser for 5 minutes (clang + libFuzzer)
 

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs every Debian (bookworm) package EPQ needs to build, test and benchmark.
 # Idempotent: packages already present are left alone; prints what it installs.
+#   scripts/setup.sh           build, test, benchmark and demo
+#   scripts/setup.sh --train   also what scripts/train_demo_model.py needs (PyTorch with
+#                              OpenBLAS, and the King James Bible with its `bible` reader)
 set -euo pipefail
 
 packages=(
@@ -13,6 +16,12 @@ packages=(
   util-linux procps                 # prlimit, ps
   chromium                          # the web chat page test (headless)
 )
+if [ "${1:-}" = "--train" ]; then
+  packages+=(python3-torch libopenblas0-pthread bible-kjv bible-kjv-text)
+elif [ $# -gt 0 ]; then
+  echo "setup: unknown option '$1' (the only one is --train)" >&2
+  exit 1
+fi
 # Node.js and npm run the OpenAI client and Playwright in the server tests; machines that
 # already have a Node.js (e.g. from NodeSource) keep it, since Debian's npm conflicts with it.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then

@@ -434,6 +434,38 @@ def chunked_ppl(model, ids, ctx):
     return math.exp(nll / count), count
 
 
+def routing_reuse(model, ids, ctx, window=8):
+    """Per layer: the share of (token, expert) choices that the previous token also made,
+    and that one of the previous `window` tokens made, over chunks of ctx tokens."""
+    c = model.c
+    hits_prev = np.zeros(c.n_layer)
+    hits_window = np.zeros(c.n_layer)
+    total = np.zeros(c.n_layer)
+    chosen = []
+
+    def record(L, h):
+        probs = F.softmax(h @ L.router.t(), dim=-1)
+        chosen.append(probs.topk(c.n_expert_used, dim=-1).indices)
+        return torch.zeros_like(h), torch.tensor(0.0)
+
+    original = model.moe
+    model.moe = lambda L, h: (original(L, h)[0], record(L, h)[1])
+    model.eval()
+    with torch.no_grad():
+        for i in range(0, len(ids) - ctx + 1, ctx):
+            chosen.clear()
+            model(torch.tensor([ids[i:i + ctx]]))
+            for layer, experts in enumerate(chosen):
+                sets = [set(row) for row in experts.tolist()]
+                for t in range(1, len(sets)):
+                    total[layer] += len(sets[t])
+                    hits_prev[layer] += len(sets[t] & sets[t - 1])
+                    recent = set().union(*sets[max(0, t - window):t])
+                    hits_window[layer] += len(sets[t] & recent)
+    model.moe = original
+    return (hits_prev / total).tolist(), (hits_window / total).tolist()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=50, help="training time budget (default 50)")
@@ -441,6 +473,8 @@ def main():
     ap.add_argument("--epq", help="an epq binary: check tokenization and perplexity against it")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--analyze", action="store_true",
+                    help="no training: load --out/model.pt and add the routing reuse of the validation text to report.json")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -465,6 +499,15 @@ def main():
           f"({time.time() - t0:.0f} s)", flush=True)
 
     model = Qwen3Moe(c)
+    if args.analyze:
+        model.load_state_dict(torch.load(os.path.join(args.out, "model.pt")))
+        with open(os.path.join(args.out, "report.json")) as f:
+            report = json.load(f)
+        report["routing_reuse_previous_token"], report["routing_reuse_within_8"] = routing_reuse(model, valid_ids, c.n_ctx)
+        with open(os.path.join(args.out, "report.json"), "w") as f:
+            json.dump(report, f, indent=1)
+        print(json.dumps({k: report[k] for k in ("routing_reuse_previous_token", "routing_reuse_within_8")}, indent=1))
+        return
     n_params = sum(p.numel() for p in model.parameters())
     expert_params = sum(p.numel() for L in model.layers for part in (L.gate, L.up, L.down) for p in part)
     print(f"model: {n_params / 1e6:.1f}M parameters ({expert_params / 1e6:.1f}M in routed experts)", flush=True)
