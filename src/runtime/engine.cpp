@@ -60,7 +60,7 @@ Engine::Engine(const EngineOptions& options)
     plan_ = plan_memory_now(file_, info, model_options, {*options_.ram_budget, options_.n_ctx, options_.n_batch, options_.n_threads, options_.io, 0, options_.reserved_bytes, options_.all_logits});
     if (!plan_->feasible) fail("{}", plan_->refusal());
     source_ = std::make_unique<pager::ModelFile>(options_.model_path, options_.io.force_buffered);
-    resident_ = std::make_unique<ResidentLoader>(file_, *source_);
+    resident_ = std::make_unique<ResidentLoader>(file_, *source_, info.n_layer);
     model_ = models::load_model(file_, resident_->weights(), model_options);
     pager::PagerOptions po{plan_->slots, options_.evict, options_.io};
     pager_ = std::make_unique<pager::Pager>(options_.model_path, model_->info().experts, po);

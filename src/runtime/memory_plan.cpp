@@ -35,7 +35,7 @@ MemoryPlan plan_memory(const gguf::File& file, const models::ModelInfo& info, co
   const uint64_t max_slots = [&] { uint64_t n = 0; for (const auto& c : p.classes.classes) n += c.total_experts(); return n; }();
   p.lines = {
       {"process (code, libraries, metadata, tokenizer)", (in.process_bytes + (1 << 20) - 1) / (1 << 20) * (1 << 20) + kProcessMargin},
-      {"resident weights", resident_bytes(file)},
+      {"resident weights", resident_bytes(file, info.n_layer)},
       {"KV cache and compute scratch", models::forward_state_bytes(file, model_options, in.n_ctx, in.n_batch, in.n_threads)},
       {"logits", Session::logits_bytes(info.n_vocab, in.all_logits ? in.n_batch : 0)},
       {"thread stacks", static_cast<uint64_t>(std::max(0, in.n_threads - 1)) * ThreadPool::kWorkerStackBytes},

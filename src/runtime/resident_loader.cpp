@@ -1,28 +1,35 @@
 #include "runtime/resident_loader.h"
 
+#include <cstdio>
+
 #include "models/tensor_role.h"
 
 namespace epq::runtime {
 namespace {
 
-bool resident(const gguf::TensorInfo& t) { return models::classify_tensor(t.name) != models::TensorRole::kRoutedExpert; }
+bool resident(const gguf::TensorInfo& t, int n_layer) {
+  if (models::classify_tensor(t.name) == models::TensorRole::kRoutedExpert) return false;
+  int block = -1;
+  return !(std::sscanf(t.name.c_str(), "blk.%d.", &block) == 1 && block >= n_layer);
+}
 
 uint64_t region_bytes(const gguf::TensorInfo& t) { return pager::align_up(t.offset + t.bytes) - pager::align_down(t.offset); }
 
 }  // namespace
 
-uint64_t resident_bytes(const gguf::File& file) {
+uint64_t resident_bytes(const gguf::File& file, int n_layer) {
   uint64_t total = 0;
   for (const gguf::TensorInfo& t : file.tensors()) {
-    if (resident(t)) total += region_bytes(t);
+    if (resident(t, n_layer)) total += region_bytes(t);
   }
   return total;
 }
 
-ResidentLoader::ResidentLoader(const gguf::File& file, const pager::ModelFile& source) : buffer_(resident_bytes(file)) {
+ResidentLoader::ResidentLoader(const gguf::File& file, const pager::ModelFile& source, int n_layer)
+    : buffer_(resident_bytes(file, n_layer)) {
   uint64_t at = 0;
   for (const gguf::TensorInfo& t : file.tensors()) {
-    if (!resident(t)) continue;
+    if (!resident(t, n_layer)) continue;
     const uint64_t start = pager::align_down(t.offset), length = region_bytes(t);
     uint8_t* dest = buffer_.data() + at;
     source.read_aligned(start, length, dest, t.offset + t.bytes - start);

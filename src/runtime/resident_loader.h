@@ -12,12 +12,13 @@
 
 namespace epq::runtime {
 
-// Bytes the buffer needs for the file's resident tensors.
-uint64_t resident_bytes(const gguf::File& file);
+// Bytes the buffer needs for the file's resident tensors: every tensor but routed experts
+// and the tensors of blocks n_layer and above (MTP/NextN blocks the forward pass skips).
+uint64_t resident_bytes(const gguf::File& file, int n_layer);
 
 class ResidentLoader {
  public:
-  ResidentLoader(const gguf::File& file, const pager::ModelFile& source);
+  ResidentLoader(const gguf::File& file, const pager::ModelFile& source, int n_layer);
   const models::ResidentWeights& weights() const { return weights_; }
   uint64_t bytes() const { return buffer_.size(); }
 

@@ -245,6 +245,14 @@ class Files(unittest.TestCase):
         # The last of the 8 blocks becomes a NextN block: 7 layers run, the file still loads.
         gguf_edit.set_metadata(model, mtp, "qwen35moe.nextn_predict_layers", gguf_edit.UINT32, 1)
         self.assertIn("7 layers (0..6)", run("plan", "-m", mtp, "--ram-budget", "64G").stdout)
+        # Its tensors are not read into a budget's resident weights either, and a paged run
+        # gives the all-in-RAM run's tokens.
+        def resident(m):
+            line = re.search(r"resident weights +([\d.]+) MiB", run("plan", "-m", m, "--ram-budget", "1G").stdout)
+            return float(line.group(1))
+        self.assertLess(resident(mtp), resident(model))
+        greedy = ["-p", "hello", "-n", "8", "--temp", "0", "-t", "2"]
+        self.assertEqual(run("run", "-m", mtp, "--ram-budget", "80M", *greedy).stdout, run("run", "-m", mtp, *greedy).stdout)
         _, seven = read_logits(engine_logits(mtp, path("mtp7.logits"), text=TEXT))
         _, eight = read_logits(engine_logits(model, path("mtp8.logits"), text=TEXT))
         self.assertTrue(np.all(np.isfinite(seven)))
