@@ -174,11 +174,12 @@ class Server {
   // generation prompt ends (see runtime/conversation_checkpoint.h).
   std::vector<int32_t> tokenize_prompt(CompletionRequest& r, bool* opens_reasoning, int32_t* checkpoint) {
     std::string text = std::move(r.prompt);
-    std::optional<nlohmann::ordered_json> history;  // the messages, kept for the checkpoint
+    // Recurrent models: the request, kept for the checkpoint (within the reservation).
+    std::optional<nlohmann::ordered_json> history, history_tools, history_kwargs;
     if (r.chat) {
       try {
-        if (engine_.info().recurrent_bytes > 0) history = r.messages;
-        text = chat_template_.render(std::move(r.messages), r.tools, true, r.template_kwargs);
+        if (engine_.info().recurrent_bytes > 0) history = r.messages, history_tools = r.tools, history_kwargs = r.template_kwargs;
+        text = chat_template_.render(std::move(r.messages), std::move(r.tools), true, std::move(r.template_kwargs));
       } catch (const Error& e) {
         throw invalid_request(std::string("the chat template failed: ") + e.what(), "messages");
       }
@@ -198,8 +199,8 @@ class Server {
     if (ids.size() >= ctx) throw too_long(std::to_string(ids.size()));
     if (history) {
       try {
-        *checkpoint = runtime::conversation_checkpoint(chat_template_, tok, std::move(*history), std::move(r.tools),
-                                                       std::move(r.template_kwargs), ids);
+        *checkpoint = runtime::conversation_checkpoint(chat_template_, tok, std::move(*history), std::move(*history_tools),
+                                                       std::move(*history_kwargs), ids);
       } catch (const Error&) {
         *checkpoint = 0;  // the template cannot render the conversation without a generation prompt: no checkpoint
       }

@@ -1,5 +1,7 @@
 #include "server/request_memory.h"
 
+#include <malloc.h>
+
 namespace epq::server {
 
 bool RequestMemory::acquire(uint64_t bytes, std::chrono::milliseconds patience) {
@@ -12,6 +14,9 @@ bool RequestMemory::acquire(uint64_t bytes, std::chrono::milliseconds patience) 
 
 void RequestMemory::release(uint64_t bytes) {
   if (bytes == 0) return;
+  // The request's heap memory is free by now, but malloc keeps it (in one arena per
+  // thread) unless asked to return it: the next request's grant must be real memory.
+  malloc_trim(0);
   {
     std::lock_guard lock(mu_);
     used_ -= bytes;
