@@ -39,7 +39,7 @@ GatedDeltaNet::GatedDeltaNet(StateAllocator& alloc, const DeltaNetShape& shape, 
   beta_ = alloc.take(T * static_cast<size_t>(s_.n_v_heads) * f);
   alpha_ = alloc.take(T * static_cast<size_t>(s_.n_v_heads) * f);
   o_ = alloc.take(T * value_dim * f);
-  scratch_ = alloc.take(static_cast<size_t>(n_threads) * delta_rule_chunk_scratch(s_.head_dim) * f);
+  if (s_.chunked) scratch_ = alloc.take(static_cast<size_t>(n_threads) * delta_rule_chunk_scratch(s_.head_dim) * f);
   o_input_ = alloc.input(max_tokens, s_.value_dim());
 }
 

@@ -64,7 +64,7 @@ class GatedDeltaNet {
   int n_layers_;
   Buffer state_;               // per slot: conv [K-1][conv_dim], then [Hv][S][S]
   Buffer qkv_, conv_in_, z_, beta_, alpha_, o_;
-  Buffer scratch_;             // per thread, for the chunked rule
+  Buffer scratch_;             // per thread, for the chunked rule (only when chunked)
   QuantizedInput o_input_;
 };
 

@@ -76,8 +76,8 @@ Hparams read_hparams(const gguf::File& f, const ModelOptions& options) {
   if (d.conv_kernel > 16) fail("{}: ssm.conv_kernel {} is out of range (1 to 16)", f.path(), d.conv_kernel);
   if (d.head_dim > 512 || d.head_dim % 8 != 0) fail("{}: ssm.state_size {} must be a multiple of 8 up to 512", f.path(), d.head_dim);
   if (d.n_v_heads % d.n_k_heads != 0) fail("{}: {} value heads are not a multiple of {} key heads", f.path(), d.n_v_heads, d.n_k_heads);
-  if (r.count("ssm.inner_size") != d.value_dim()) {
-    fail("{}: ssm.inner_size {} != time_step_rank x state_size = {}", f.path(), r.count("ssm.inner_size"), d.value_dim());
+  if (const int inner = r.count("ssm.inner_size"); inner != d.value_dim()) {
+    fail("{}: ssm.inner_size {} != time_step_rank x state_size = {}", f.path(), inner, d.value_dim());
   }
 
   MoeShape& m = h.moe;

@@ -10,7 +10,8 @@
 namespace epq::models {
 
 Router::Router(const RouterConfig& config, int n_expert, int k)
-    : c_(config), n_expert_(n_expert), k_(k), score_(static_cast<size_t>(n_expert)), order_(static_cast<size_t>(n_expert)) {
+    : c_(config), n_expert_(n_expert), k_(k), score_(static_cast<size_t>(n_expert)), group_score_(static_cast<size_t>(config.n_group)),
+      order_(static_cast<size_t>(n_expert)), groups_(static_cast<size_t>(config.n_group)), keep_(static_cast<size_t>(config.n_group)) {
   if (c_.n_group < 1 || n_expert % c_.n_group != 0 || c_.n_group_used < 1 || c_.n_group_used > c_.n_group) {
     fail("router: {} experts cannot form {} groups with {} used", n_expert, c_.n_group, c_.n_group_used);
   }
@@ -30,7 +31,6 @@ void Router::route(float* p, const float* bias, Route& out) {
   if (c_.n_group > 1) {
     // Rank groups by the sum of their two best scores; mask out all but the best n_group_used.
     const int per_group = n_expert_ / c_.n_group;
-    std::vector<float> group_score(static_cast<size_t>(c_.n_group));
     for (int g = 0; g < c_.n_group; ++g) {
       const float* s = score_.data() + g * per_group;
       float best = -std::numeric_limits<float>::infinity(), second = best;
@@ -38,18 +38,17 @@ void Router::route(float* p, const float* bias, Route& out) {
         if (s[i] > best) second = best, best = s[i];
         else if (s[i] > second) second = s[i];
       }
-      group_score[static_cast<size_t>(g)] = per_group > 1 ? best + second : best;
+      group_score_[static_cast<size_t>(g)] = per_group > 1 ? best + second : best;
     }
-    groups_.resize(static_cast<size_t>(c_.n_group));
     std::iota(groups_.begin(), groups_.end(), 0);
     std::partial_sort(groups_.begin(), groups_.begin() + c_.n_group_used, groups_.end(), [&](int a, int b) {
-      return group_score[static_cast<size_t>(a)] > group_score[static_cast<size_t>(b)] ||
-             (group_score[static_cast<size_t>(a)] == group_score[static_cast<size_t>(b)] && a < b);
+      return group_score_[static_cast<size_t>(a)] > group_score_[static_cast<size_t>(b)] ||
+             (group_score_[static_cast<size_t>(a)] == group_score_[static_cast<size_t>(b)] && a < b);
     });
-    std::vector<bool> keep(static_cast<size_t>(c_.n_group), false);
-    for (int i = 0; i < c_.n_group_used; ++i) keep[static_cast<size_t>(groups_[static_cast<size_t>(i)])] = true;
+    std::fill(keep_.begin(), keep_.end(), false);
+    for (int i = 0; i < c_.n_group_used; ++i) keep_[static_cast<size_t>(groups_[static_cast<size_t>(i)])] = true;
     for (size_t e = 0; e < n; ++e) {
-      if (!keep[e / static_cast<size_t>(per_group)]) score_[e] = -std::numeric_limits<float>::infinity();
+      if (!keep_[e / static_cast<size_t>(per_group)]) score_[e] = -std::numeric_limits<float>::infinity();
     }
   }
 

@@ -37,8 +37,9 @@ class Router {
  private:
   RouterConfig c_;
   int n_expert_, k_;
-  std::vector<float> score_;
+  std::vector<float> score_, group_score_;
   std::vector<int> order_, groups_;
+  std::vector<bool> keep_;  // per group: among the n_group_used best
 };
 
 }  // namespace epq::models

@@ -22,21 +22,20 @@ Session::Session(Engine& engine)
       last_logits_(static_cast<size_t>(engine.info().n_vocab) * sizeof(float)),
       batch_logits_(engine.options().all_logits
                         ? static_cast<size_t>(engine.options().n_batch) * static_cast<size_t>(engine.info().n_vocab) * sizeof(float)
-                        : 0),
-      recurrent_(engine.info().recurrent_bytes > 0) {
-  if (recurrent_) {
+                        : 0) {
+  if (engine.info().recurrent_bytes > 0) {
     snapshots_.resize(kSnapshots);
     for (Snapshot& snap : snapshots_) snap.state = Buffer(engine.info().recurrent_bytes);
   }
 }
 
 void Session::add_checkpoint(int32_t position) {
-  if (!recurrent_ || position <= this->position()) return;
+  if (!recurrent() || position <= this->position()) return;
   checkpoints_.insert(std::upper_bound(checkpoints_.begin(), checkpoints_.end(), position), position);
 }
 
 void Session::roll_back_to(int32_t n) {
-  if (!recurrent_ || n >= position()) {
+  if (!recurrent() || n >= position()) {
     tokens_.resize(static_cast<size_t>(std::min(n, position())));
     return;
   }
@@ -115,7 +114,7 @@ std::span<const int32_t> Session::reuse_prefix(std::span<const int32_t> prompt) 
 
 void Session::truncate(int32_t n) {
   if (n < 0 || n > position()) fail("internal: cannot truncate to {} of {} tokens", n, position());
-  const bool exact = !recurrent_ || n == 0 || n == position() ||
+  const bool exact = !recurrent() || n == 0 || n == position() ||
                      std::any_of(snapshots_.begin(), snapshots_.end(), [&](const Snapshot& s) { return s.position == n; });
   if (!exact) fail("internal: cannot roll recurrent state back to position {} (no snapshot there)", n);
   roll_back_to(n);

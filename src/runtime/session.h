@@ -64,6 +64,7 @@ class Session {
   void run(std::span<const int32_t> tokens, const std::function<void(size_t, const float*)>* on_logits);
   // Rolls back to the latest snapshot at or before position n (or to the start).
   void roll_back_to(int32_t n);
+  bool recurrent() const { return !snapshots_.empty(); }
 
   struct Snapshot {
     int32_t position = -1;  // -1: free
@@ -76,8 +77,7 @@ class Session {
   Buffer last_logits_;   // n_vocab floats
   Buffer batch_logits_;  // n_batch * n_vocab floats, only with EngineOptions::all_logits
   EvalStats stats_;
-  bool recurrent_;
-  std::vector<Snapshot> snapshots_;
+  std::vector<Snapshot> snapshots_;  // kSnapshots for models with recurrent state, else none
   std::vector<int32_t> checkpoints_;  // positions still to snapshot, ascending
 };
 

@@ -13,7 +13,6 @@ Three independent checks of the graph's arithmetic:
     resident, a reused conversation prefix against a fresh run.
 """
 import filecmp
-import json
 import os
 import re
 import struct
@@ -24,7 +23,7 @@ import numpy as np
 
 import harness
 from harness import path, run, synth
-from test_server import Server, chat_text  # noqa: F401  (Server is used below)
+from test_server import Server
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LLAMACPP = os.path.join(HERE, "..", "data", "llamacpp")
