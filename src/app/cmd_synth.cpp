@@ -1,9 +1,12 @@
 // `epq synth`: write a GGUF of a real architecture with random weights.
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "app/commands.h"
+#include "synth/laguna.h"
 #include "synth/qwen35moe.h"
 #include "synth/qwen3moe.h"
 #include "util/error.h"
@@ -16,12 +19,12 @@ namespace {
 
 using synth::Arch;
 
-// An integer shape flag, the option it sets, and the one architecture it belongs to
-// (nullopt: both).
+// An integer shape flag, the option it sets, and the architectures it belongs to (none
+// listed: all).
 struct ShapeFlag {
   const char* flag;
   int synth::Options::*field;
-  std::optional<Arch> only;
+  std::vector<Arch> only;
   const char* help;
 };
 
@@ -38,16 +41,29 @@ const ShapeFlag kShapeFlags[] = {
     {"--merges", &synth::Options::n_merges, {}, "BPE merges to learn for the vocabulary"},
     {"--vocab", &synth::Options::n_vocab, {}, "Pad the vocabulary with unused [PAD<id>] tokens to this size"},
     {"--tail-layers", &synth::Options::tail_layers, {}, "Layers at the end that use --tail-expert-type for their experts"},
-    {"--shared-expert-ffn", &synth::Options::n_ff_shexp, Arch::kQwen35Moe, "qwen35moe: shared expert feed-forward length"},
-    {"--full-attention-interval", &synth::Options::full_attention_interval, Arch::kQwen35Moe,
+    {"--shared-expert-ffn", &synth::Options::n_ff_shexp, {Arch::kQwen35Moe, Arch::kLaguna},
+     "qwen35moe, laguna: shared expert feed-forward length"},
+    {"--rope-dims", &synth::Options::rope_dims, {Arch::kQwen35Moe, Arch::kLaguna},
+     "qwen35moe, laguna: rotated dims per full-attention head (n_rot)"},
+    {"--full-attention-interval", &synth::Options::full_attention_interval, {Arch::kQwen35Moe},
      "qwen35moe: layer il is full attention iff (il+1) % N == 0, the rest Gated DeltaNet"},
-    {"--rope-dims", &synth::Options::rope_dims, Arch::kQwen35Moe, "qwen35moe: rotated dims per head (n_rot)"},
-    {"--ssm-conv-kernel", &synth::Options::ssm_conv_kernel, Arch::kQwen35Moe, "qwen35moe: causal conv width"},
-    {"--ssm-state", &synth::Options::ssm_state, Arch::kQwen35Moe, "qwen35moe: linear-attention head dim (state size)"},
-    {"--ssm-groups", &synth::Options::ssm_groups, Arch::kQwen35Moe, "qwen35moe: linear-attention key heads"},
-    {"--ssm-heads", &synth::Options::ssm_heads, Arch::kQwen35Moe,
+    {"--ssm-conv-kernel", &synth::Options::ssm_conv_kernel, {Arch::kQwen35Moe}, "qwen35moe: causal conv width"},
+    {"--ssm-state", &synth::Options::ssm_state, {Arch::kQwen35Moe}, "qwen35moe: linear-attention head dim (state size)"},
+    {"--ssm-groups", &synth::Options::ssm_groups, {Arch::kQwen35Moe}, "qwen35moe: linear-attention key heads"},
+    {"--ssm-heads", &synth::Options::ssm_heads, {Arch::kQwen35Moe},
      "qwen35moe: linear-attention value heads (time_step_rank)"},
+    {"--sliding-window", &synth::Options::sliding_window, {Arch::kLaguna},
+     "laguna: window of the sliding-window layers (il % 4 != 0); 0 makes every layer full"},
+    {"--heads-swa", &synth::Options::n_head_swa, {Arch::kLaguna}, "laguna: query heads of the sliding-window layers"},
+    {"--dense-layers", &synth::Options::n_dense, {Arch::kLaguna}, "laguna: leading dense (expert-free) layers"},
+    {"--dense-ffn", &synth::Options::n_ff_dense, {Arch::kLaguna}, "laguna: feed-forward length of the dense layers"},
 };
+
+std::string arch_list(const std::vector<Arch>& archs) {
+  std::string s;
+  for (Arch a : archs) s += (s.empty() ? "" : " or ") + std::string(synth::arch_name(a));
+  return s;
+}
 
 struct SynthArgs {
   std::string arch = "qwen3moe";
@@ -77,12 +93,13 @@ std::string join(const std::vector<std::string>& names) {
 
 synth::Options base_options(const SynthArgs& a) {
   const auto arch = synth::arch_from_name(a.arch);
-  if (!arch) fail("unknown architecture '{}' (choose qwen3moe or qwen35moe)", a.arch);
+  if (!arch) fail("unknown architecture '{}' (choose qwen3moe, qwen35moe or laguna)", a.arch);
   if (auto o = synth::preset(*arch, a.preset)) return *o;
-  const Arch other = *arch == Arch::kQwen3Moe ? Arch::kQwen35Moe : Arch::kQwen3Moe;
-  if (synth::preset(other, a.preset)) {
-    fail("preset '{}' is a {} preset, not a {} one: add --arch {} (or choose {})", a.preset, synth::arch_name(other),
-         a.arch, synth::arch_name(other), join(synth::preset_names(*arch)));
+  for (Arch other : {Arch::kQwen3Moe, Arch::kQwen35Moe, Arch::kLaguna}) {
+    if (other != *arch && synth::preset(other, a.preset)) {
+      fail("preset '{}' is a {} preset, not a {} one: add --arch {} (or choose {})", a.preset, synth::arch_name(other),
+           a.arch, synth::arch_name(other), join(synth::preset_names(*arch)));
+    }
   }
   fail("unknown preset '{}' for --arch {} (choose {})", a.preset, a.arch, join(synth::preset_names(*arch)));
 }
@@ -90,18 +107,26 @@ synth::Options base_options(const SynthArgs& a) {
 void run(const SynthArgs& a) {
   synth::Options o = base_options(a);
   const std::string arch = synth::arch_name(o.arch);
+  const synth::Options preset = o;
   for (const ShapeFlag& f : kShapeFlags) {
     auto it = a.shape.find(f.flag);
     if (it == a.shape.end()) continue;
-    if (f.only && *f.only != o.arch) fail("{} applies to --arch {} only", f.flag, synth::arch_name(*f.only));
+    if (!f.only.empty() && std::find(f.only.begin(), f.only.end(), o.arch) == f.only.end()) {
+      fail("{} applies to --arch {} only", f.flag, arch_list(f.only));
+    }
     o.*f.field = it->second;
+  }
+  // --layers N on a preset with a different-type tail keeps the tail's share of the layers.
+  if (preset.tail_layers > 0 && o.n_layer != preset.n_layer && !a.shape.contains("--tail-layers")) {
+    o.tail_layers = std::max(1, static_cast<int>(std::lround(static_cast<double>(preset.tail_layers) * o.n_layer / preset.n_layer)));
+    o.tail_layers = std::min(o.tail_layers, o.n_layer - o.n_dense);
   }
   auto apply = [](auto& field, const auto& value) { if (value) field = *value; };
   apply(o.threads, a.threads);
   apply(o.seed, a.seed);
   apply(o.zipf, a.zipf);
-  if (o.arch != Arch::kQwen3Moe && (a.yarn_factor || a.yarn_orig_ctx)) {
-    fail("{} applies to --arch qwen3moe only ({} has no rope scaling)", a.yarn_factor ? "--yarn-factor" : "--yarn-orig-ctx",
+  if (o.arch == Arch::kQwen35Moe && (a.yarn_factor || a.yarn_orig_ctx)) {
+    fail("{} applies to --arch qwen3moe or laguna only ({} has no rope scaling)", a.yarn_factor ? "--yarn-factor" : "--yarn-orig-ctx",
          arch);
   }
   apply(o.yarn_factor, a.yarn_factor);
@@ -119,7 +144,7 @@ void run(const SynthArgs& a) {
     else if (flag == "--type-router") o.type_router = t;
     else if (flag == "--tail-expert-type") o.type_tail_experts = t;
     else if (flag == "--type-shexp") {
-      if (o.arch != Arch::kQwen35Moe) fail("--type-shexp applies to --arch qwen35moe only");
+      if (o.arch == Arch::kQwen3Moe) fail("--type-shexp applies to --arch qwen35moe or laguna only");
       o.type_shexp = t;
     }
   }
@@ -139,6 +164,13 @@ void run(const SynthArgs& a) {
     int full = 0;
     for (int l = 0; l < o.n_layer; ++l) full += o.recurrent(l) ? 0 : 1;
     shape = fmt::format("qwen35moe {} ({} Gated DeltaNet, {} full attention)", shape, o.n_layer - full, full);
+  } else if (o.arch == Arch::kLaguna) {
+    synth::write_laguna(o, a.output, on_progress);
+    int sliding = 0;
+    for (int l = 0; l < o.n_layer; ++l) sliding += o.sliding(l) ? 1 : 0;
+    shape = fmt::format("laguna {} ({} dense, {} sliding-window, {} full attention; {} with {} experts)", shape, o.n_dense, sliding,
+                        o.n_layer - sliding, o.tail_layers,
+                        o.type_tail_experts ? quant::info(*o.type_tail_experts).name : quant::info(o.type_expert).name);
   } else {
     synth::write_qwen3moe(o, a.output, on_progress);
   }
@@ -152,13 +184,15 @@ void run(const SynthArgs& a) {
 
 void add_synth_command(CLI::App& root) {
   auto args = std::make_shared<SynthArgs>();
-  CLI::App* c = root.add_subcommand("synth", "Write a qwen3moe or qwen35moe GGUF with random weights (for tests and benchmarks)");
+  CLI::App* c = root.add_subcommand("synth", "Write a qwen3moe, qwen35moe or laguna GGUF with random weights (for tests and benchmarks)");
   c->add_option("-o,--output", args->output, "Output GGUF path")->required();
-  c->add_option("--arch", args->arch, "qwen3moe (Qwen3 MoE) or qwen35moe (Qwen3.5/3.6 MoE, Gated DeltaNet hybrid)")
+  c->add_option("--arch", args->arch,
+                "qwen3moe (Qwen3 MoE), qwen35moe (Qwen3.5/3.6 MoE, Gated DeltaNet hybrid) or laguna (poolside Laguna)")
       ->capture_default_str();
   c->add_option("--preset", args->preset,
                 "qwen3moe: tiny (a few MB), small (~1 GB), qwen3-30b-a3b (~17 GB); "
-                "qwen35moe: tiny (~20 MB), small (~500 MB), qwen3.6-35b-a3b (~23 GB)")
+                "qwen35moe: tiny (~20 MB), small (~500 MB), qwen3.6-35b-a3b (~23 GB); "
+                "laguna: tiny (~20 MB), small (~500 MB), laguna-s-2.1 (~96 GB; --layers 12 keeps the BF16 share, ~24 GB)")
       ->capture_default_str();
   for (const ShapeFlag& f : kShapeFlags) {
     std::string flag = f.flag;
@@ -171,8 +205,8 @@ void add_synth_command(CLI::App& root) {
                                         "Tensor type, e.g. Q4_K, Q6_K, Q8_0, BF16, F32");
   }
   c->add_option("--zipf", args->zipf, "Skew expert popularity: rank r is chosen ~ (r+1)^-S (0: uniform)");
-  c->add_option("--yarn-factor", args->yarn_factor, "qwen3moe: write YaRN rope scaling with this factor");
-  c->add_option("--yarn-orig-ctx", args->yarn_orig_ctx, "qwen3moe: YaRN original context length");
+  c->add_option("--yarn-factor", args->yarn_factor, "qwen3moe, laguna: write YaRN rope scaling with this factor");
+  c->add_option("--yarn-orig-ctx", args->yarn_orig_ctx, "qwen3moe, laguna: YaRN original context length");
   c->add_flag("--tied-output", args->tied_output, "Omit output.weight (the lm head reuses token_embd)");
   c->add_option("--seed", args->seed, "Random seed: the same seed gives a byte-identical file");
   c->add_option("-t,--threads", args->threads, "Threads (default: physical cores)");

@@ -16,6 +16,7 @@ namespace {
 constexpr int64_t kKeyPrefetchRows = 8;     // a row's scores take ~100 cycles
 constexpr int64_t kValuePrefetchRows = 32;  // a row's 8 dimensions take a few cycles
 constexpr int kHalvesPerLine = 32;
+constexpr int kScoresPerPosition = 8;  // heads computed together at most
 
 // Lane i holds the sum of the 8 lanes of v[i], for i < G (G = 1, 2, 4 or 8); lanes from
 // G on are not meaningful. Each sum is ((0+1)+(2+3))+((4+5)+(6+7)) whatever G.
@@ -33,19 +34,30 @@ __m256i first_lanes() {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(G), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+// The n_pos visible cache rows of a query, oldest first: the j-th is row first + j of a
+// ring of `rows` rows.
+struct VisibleRows {
+  int64_t first, n_pos, rows;
+  size_t operator()(int64_t j) const {
+    const int64_t r = first + j;
+    return static_cast<size_t>(r < rows ? r : r - rows);
+  }
+};
+
 // Attention of one query token for G query heads that share a KV head: q and out hold G
-// heads of D floats; k and v point at the KV head's first cache row. Every K and V row
-// is read once for all G heads, and the accumulators (G per pass) stay in registers.
-// scores holds position j's G scores at j * G; head i's arithmetic happens in lane i
-// and is the same whatever G.
+// heads of D floats; k and v point at the KV head in cache row 0. Every K and V row is
+// read once for all G heads, and the accumulators (G per pass) stay in registers.
+// scores holds visible position j's G scores at j * G; head i's arithmetic happens in
+// lane i and is the same whatever G or wherever the rows sit in the ring.
 template <int G>
-void attend(const float* q, const uint16_t* k, const uint16_t* v, size_t kv_stride, int D, int64_t n_pos, float scale,
+void attend(const float* q, const uint16_t* k, const uint16_t* v, size_t kv_stride, int D, const VisibleRows& row, float scale,
             float* scores, float* out) {
+  const int64_t n_pos = row.n_pos;
   const __m256i heads = first_lanes<G>();
   __m256 max = _mm256_set1_ps(-INFINITY);
   for (int64_t j = 0; j < n_pos; ++j) {
-    const uint16_t* kj = k + static_cast<size_t>(j) * kv_stride;
-    prefetch_lines(k + static_cast<size_t>(std::min(j + kKeyPrefetchRows, n_pos - 1)) * kv_stride, static_cast<size_t>(D) * sizeof(uint16_t));
+    const uint16_t* kj = k + row(j) * kv_stride;
+    prefetch_lines(k + row(std::min(j + kKeyPrefetchRows, n_pos - 1)) * kv_stride, static_cast<size_t>(D) * sizeof(uint16_t));
     __m256 acc[G];
     for (int i = 0; i < G; ++i) acc[i] = _mm256_setzero_ps();
     for (int d = 0; d < D; d += 8) {
@@ -75,20 +87,28 @@ void attend(const float* q, const uint16_t* k, const uint16_t* v, size_t kv_stri
     for (int i = 0; i < G; ++i) acc[i] = _mm256_setzero_ps();
     for (int64_t j = 0; j < n_pos; ++j) {
       if (d % kHalvesPerLine == 0) {
-        const size_t ahead = static_cast<size_t>(std::min(j + kValuePrefetchRows, n_pos - 1));
-        prefetch_lines(v + ahead * kv_stride + d, 1);  // the line holding dimensions d..d+31
+        prefetch_lines(v + row(std::min(j + kValuePrefetchRows, n_pos - 1)) * kv_stride + d, 1);  // dimensions d..d+31
       }
-      const __m256 vv = load_f16(v + static_cast<size_t>(j) * kv_stride + d);
+      const __m256 vv = load_f16(v + row(j) * kv_stride + d);
       for (int i = 0; i < G; ++i) acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(scores + j * G + i), vv, acc[i]);
     }
     for (int i = 0; i < G; ++i) _mm256_storeu_ps(out + i * D + d, _mm256_mul_ps(acc[i], _mm256_set1_ps(inv[i])));
   }
 }
 
+int64_t visible_positions(const AttentionShape& s, int64_t cache_rows) {
+  return s.window > 0 ? std::min<int64_t>(s.window, cache_rows) : cache_rows;
+}
+
 }  // namespace
 
+size_t attention_scratch_floats(const AttentionShape& s, int64_t cache_rows, int n_threads) {
+  return static_cast<size_t>(n_threads) * static_cast<size_t>(visible_positions(s, cache_rows)) * kScoresPerPosition;
+}
+
 void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
-               const int32_t* positions, int64_t n_tokens, float* out, float* scratch, int64_t max_positions) {
+               int64_t cache_rows, const int32_t* positions, int64_t n_tokens, float* out, float* scratch) {
+  const int64_t max_visible = visible_positions(s, cache_rows);
   const int D = s.head_dim;
   const size_t q_stride = static_cast<size_t>(s.n_head) * D;
   const size_t kv_stride = static_cast<size_t>(s.n_head_kv) * D;
@@ -100,17 +120,18 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const 
     const int64_t t = task / (s.n_head_kv * slices);
     const int g = static_cast<int>(task / slices % s.n_head_kv);
     const size_t h0 = static_cast<size_t>(g * group + static_cast<int>(task % slices) * slice);
-    const int64_t n_pos = positions[t] + 1;
+    const int64_t last = positions[t], first = s.window > 0 ? std::max<int64_t>(0, last - s.window + 1) : 0;
+    const VisibleRows rows{first % cache_rows, last - first + 1, cache_rows};
     const float* qh = q + static_cast<size_t>(t) * q_stride + h0 * D;
     float* oh = out + static_cast<size_t>(t) * q_stride + h0 * D;
     const uint16_t* k = k_cache + static_cast<size_t>(g) * D;
     const uint16_t* v = v_cache + static_cast<size_t>(g) * D;
-    float* scores = scratch + static_cast<size_t>(thread) * static_cast<size_t>(max_positions) * kAttentionScoresPerPosition;
+    float* scores = scratch + static_cast<size_t>(thread) * static_cast<size_t>(max_visible) * kScoresPerPosition;
     switch (slice) {
-      case 8: return attend<8>(qh, k, v, kv_stride, D, n_pos, s.scale, scores, oh);
-      case 4: return attend<4>(qh, k, v, kv_stride, D, n_pos, s.scale, scores, oh);
-      case 2: return attend<2>(qh, k, v, kv_stride, D, n_pos, s.scale, scores, oh);
-      default: return attend<1>(qh, k, v, kv_stride, D, n_pos, s.scale, scores, oh);
+      case 8: return attend<8>(qh, k, v, kv_stride, D, rows, s.scale, scores, oh);
+      case 4: return attend<4>(qh, k, v, kv_stride, D, rows, s.scale, scores, oh);
+      case 2: return attend<2>(qh, k, v, kv_stride, D, rows, s.scale, scores, oh);
+      default: return attend<1>(qh, k, v, kv_stride, D, rows, s.scale, scores, oh);
     }
   });
 }

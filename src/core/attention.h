@@ -1,7 +1,9 @@
 #pragma once
 // Causal grouped-query attention over an F16 key/value cache. Query token t (at absolute
-// position positions[t]) attends to cache rows 0..positions[t]; query head h reads KV head
-// h / (n_head / n_head_kv). Work is split by (token, KV head); the query heads sharing a
+// position p = positions[t]) attends to positions 0..p, or with a sliding window of W to
+// p-W+1..p; query head h reads KV head h / (n_head / n_head_kv). Position j's key and
+// value are in cache row j % cache_rows: a full cache has a row per position, a
+// sliding-window cache is a ring of at least W + (batch - 1) rows. Work is split by (token, KV head); the query heads sharing a
 // KV head are computed together by one thread, each exactly as it would be alone, so
 // results do not depend on the thread count.
 #include <cstddef>
@@ -15,15 +17,16 @@ struct AttentionShape {
   int n_head;
   int n_head_kv;
   int head_dim;
-  float scale;  // applied to q.k
+  float scale;     // applied to q.k
+  int window = 0;  // sliding window in positions, 0 for none
 };
 
-// Scratch floats attention() needs per thread and position (scores of up to 8 heads).
-inline constexpr int kAttentionScoresPerPosition = 8;
+// Floats of scratch attention() needs: scores of up to 8 heads for every position a query
+// can see, per thread.
+size_t attention_scratch_floats(const AttentionShape& shape, int64_t cache_rows, int n_threads);
 
-// scratch: pool.size() * max_positions * kAttentionScoresPerPosition floats.
 void attention(ThreadPool& pool, const AttentionShape& shape, const float* q, const uint16_t* k_cache,
-               const uint16_t* v_cache, const int32_t* positions, int64_t n_tokens, float* out, float* scratch,
-               int64_t max_positions);
+               const uint16_t* v_cache, int64_t cache_rows, const int32_t* positions, int64_t n_tokens, float* out,
+               float* scratch);
 
 }  // namespace epq

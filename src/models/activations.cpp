@@ -1,5 +1,7 @@
 #include "models/activations.h"
 
+#include <algorithm>
+
 #include "core/ops.h"
 
 namespace epq::models {
@@ -18,6 +20,8 @@ void Activations::norm_input(ThreadPool& pool, const float* weight, float eps, i
   pool.run(n_tokens, [&](int64_t t, int) { ops::rms_norm(src + t * E, weight, eps, E, dst + t * E); });
   input.set(dst, n_tokens, E, static_cast<size_t>(E));
 }
+
+void Activations::clear_output(int64_t n_tokens) { std::fill_n(out.as<float>(), n_tokens * n_embd, 0.0f); }
 
 void Activations::add_output(int64_t n_tokens) { ops::add(x.as<float>(), out.as<float>(), n_tokens * n_embd); }
 

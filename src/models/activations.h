@@ -16,6 +16,8 @@ struct Activations {
 
   // xn = rms_norm(x, weight) per token, and input = xn, for the next block.
   void norm_input(ThreadPool& pool, const float* weight, float eps, int64_t n_tokens);
+  // out = 0 over n_tokens rows, for blocks that add into it.
+  void clear_output(int64_t n_tokens);
   // x += out over n_tokens rows.
   void add_output(int64_t n_tokens);
 

@@ -40,6 +40,14 @@ std::vector<int> HparamReader::int_array(const std::string& key, size_t n) const
   return out;
 }
 
+std::vector<int> HparamReader::per_layer(const std::string& key, int n_layer) const {
+  const gguf::Value* v = f_.find(prefix_ + key);
+  if (v == nullptr || v->type() != gguf::ValueType::ARRAY) return std::vector<int>(static_cast<size_t>(n_layer), count(key));
+  std::vector<int> out = int_array(key, static_cast<size_t>(n_layer));
+  for (int x : out) checked(prefix_ + key, x, 1);
+  return out;
+}
+
 int HparamReader::vocab_size() const {
   int n = 0;
   if (f_.find("tokenizer.ggml.tokens")) {

@@ -26,8 +26,11 @@ class HparamReader {
   float real(const std::string& key, double lo, double hi) const;
   float real_or(const std::string& key, double fallback, double lo, double hi) const;
   bool has(const std::string& key) const { return f_.find(prefix_ + key) != nullptr; }
+  std::string key(const std::string& key) const { return prefix_ + key; }
   // An integer array of exactly n counts (each >= 0).
   std::vector<int> int_array(const std::string& key, size_t n) const;
+  // A count per layer: an array of n_layer counts, or one count for every layer.
+  std::vector<int> per_layer(const std::string& key, int n_layer) const;
 
   // The vocabulary size: the tokenizer's token count, or "<arch>.vocab_size".
   int vocab_size() const;

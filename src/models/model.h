@@ -46,6 +46,9 @@ class ForwardState {
   virtual void save_recurrent(uint8_t*) const {}
   virtual void load_recurrent(const uint8_t*) {}
   virtual void reset_recurrent() {}
+  // The oldest position a sequence now at `position` can be rolled back to by forgetting
+  // positions: sliding-window caches overwrite what falls out of their window (0: any).
+  virtual int32_t oldest_rollback(int32_t) const { return 0; }
 };
 
 // Timing of the last forward() call's parts, in milliseconds.

@@ -46,17 +46,8 @@ Hparams read_hparams(const gguf::File& f, const ModelOptions& options) {
   h.n_vocab = r.vocab_size();
   h.rms_eps = r.real("attention.layer_norm_rms_epsilon", 1e-12, 0.1);
 
-  GqaShape& a = h.attn;
-  a.n_embd = n_embd;
-  a.n_head = r.count("attention.head_count");
-  a.n_head_kv = r.count_or("attention.head_count_kv", a.n_head);
-  a.head_dim = r.count_or("attention.key_length", n_embd / a.n_head);
-  a.rms_eps = h.rms_eps;
-  a.gated = true;
-  const int value_length = r.count_or("attention.value_length", a.head_dim);
-  if (value_length != a.head_dim) fail("{}: key_length {} != value_length {} is not supported", f.path(), a.head_dim, value_length);
-  if (a.n_head % a.n_head_kv != 0) fail("{}: {} heads are not a multiple of {} KV heads", f.path(), a.n_head, a.n_head_kv);
-  if (a.head_dim % 8 != 0) fail("{}: head dimension {} is not a multiple of 8", f.path(), a.head_dim);
+  GqaShape& a = h.attn = gqa_shape(r, n_embd, r.count("attention.head_count"), h.rms_eps);
+  a.gate = GqaShape::Gate::kSigmoidInQuery;
   const int n_rot = r.count_or("rope.dimension_count", a.head_dim);
   if (n_rot > a.head_dim || n_rot % 2 != 0) fail("{}: rope.dimension_count {} must be even and at most the head dimension {}", f.path(), n_rot, a.head_dim);
   const std::vector<int> sections = r.int_array("rope.dimension_sections", 4);

@@ -24,23 +24,16 @@ struct Hparams {
 Hparams read_hparams(const gguf::File& f, const ModelOptions& options) {
   const HparamReader r(f, "qwen3moe");
   Hparams h;
-  GqaShape& a = h.attn;
-  h.n_embd = a.n_embd = r.count("embedding_length");
+  h.n_embd = r.count("embedding_length");
   h.n_layer = r.count("block_count");
-  a.n_head = r.count("attention.head_count");
-  a.n_head_kv = r.count_or("attention.head_count_kv", a.n_head);
-  a.head_dim = r.count_or("attention.key_length", a.n_embd / a.n_head);
-  const int value_dim = r.count_or("attention.value_length", a.head_dim);
+  h.n_ctx_train = r.count("context_length");
+  h.rms_eps = r.real("attention.layer_norm_rms_epsilon", 1e-12, 0.1);
+  h.n_vocab = r.vocab_size();
+  GqaShape& a = h.attn = gqa_shape(r, h.n_embd, r.count("attention.head_count"), h.rms_eps);
   MoeShape& m = h.moe;
   m.n_embd = a.n_embd;
   m.n_expert = r.count("expert_count");
   m.n_expert_used = r.expert_used(m.n_expert, options.expert_used);
-  h.n_ctx_train = r.count("context_length");
-  h.rms_eps = a.rms_eps = r.real("attention.layer_norm_rms_epsilon", 1e-12, 0.1);
-  h.n_vocab = r.vocab_size();
-  if (value_dim != a.head_dim) fail("{}: key_length {} != value_length {} is not supported", f.path(), a.head_dim, value_dim);
-  if (a.n_head % a.n_head_kv != 0) fail("{}: {} heads are not a multiple of {} KV heads", f.path(), a.n_head, a.n_head_kv);
-  if (a.head_dim % 8 != 0) fail("{}: head dimension {} is not a multiple of 8", f.path(), a.head_dim);
   const gguf::TensorInfo* gate = f.find_tensor("blk.0.ffn_gate_exps.weight");
   m.n_ff = r.count_or("expert_feed_forward_length", gate && gate->dims.size() == 3 ? gate->dims[1] : 0);
   a.rope = r.rope(a.head_dim, h.n_ctx_train);

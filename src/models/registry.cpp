@@ -1,6 +1,7 @@
 // The architecture registry: general.architecture -> reader of its shape and loader.
 #include <fmt/format.h>
 
+#include "models/laguna.h"
 #include "models/model.h"
 #include "models/qwen35moe.h"
 #include "models/qwen3moe.h"
@@ -19,6 +20,7 @@ struct Architecture {
 const Architecture kArchitectures[] = {
     {"qwen3moe", qwen3moe_info, qwen3moe_state_bytes, load_qwen3moe},
     {"qwen35moe", qwen35moe_info, qwen35moe_state_bytes, load_qwen35moe},
+    {"laguna", laguna_info, laguna_state_bytes, load_laguna},
 };
 
 const Architecture& find(const gguf::File& file) {

@@ -5,6 +5,7 @@
 
 #include "core/matmul.h"
 #include "core/ops.h"
+#include "util/error.h"
 
 namespace epq::models {
 namespace {
@@ -23,6 +24,23 @@ size_t max_activation_bytes(int64_t n) {
 }
 
 }  // namespace
+
+RouterConfig read_router_config(const HparamReader& r, RouterConfig c) {
+  const std::string& path = r.file().path();
+  if (r.has("expert_gating_func")) {
+    const int func = r.count_or_zero("expert_gating_func");
+    if (func == 1) c.gating = RouterConfig::Gating::kSoftmax;
+    else if (func == 2 || func == 0) c.gating = RouterConfig::Gating::kSigmoid;  // llama.cpp reads 0 (none) as sigmoid
+    else fail("{}: expert_gating_func {} is not supported (1 softmax, 2 sigmoid)", path, func);
+  }
+  c.normalize = r.file().get_bool_or(r.key("expert_weights_norm"), c.normalize);
+  const float scale = r.real_or("expert_weights_scale", 0.0, 0, 1e3);
+  if (scale != 0) c.scale = scale;
+  c.n_group = r.count_or("expert_group_count", c.n_group);
+  c.n_group_used = r.count_or("expert_group_used_count", c.n_group_used);
+  if (c.n_group_used > c.n_group) fail("{}: expert_group_used_count {} exceeds expert_group_count {}", path, c.n_group_used, c.n_group);
+  return c;
+}
 
 MoeWeights bind_moe(const WeightBinder& w, int layer, const MoeShape& s, bool has_bias) {
   MoeWeights m;

@@ -11,6 +11,7 @@
 #include "models/activations.h"
 #include "models/expert_layout.h"
 #include "models/expert_source.h"
+#include "models/hparams.h"
 #include "models/model.h"
 #include "models/router.h"
 #include "models/weight_binder.h"
@@ -26,6 +27,11 @@ struct MoeWeights {
   Matrix router;                    // ffn_gate_inp [n_embd, n_expert]
   const float* bias = nullptr;      // exp_probs_b [n_expert], the selection bias, or null
 };
+
+// The router variant "<arch>.expert_*" names: expert_gating_func (1 softmax, 2 sigmoid),
+// expert_weights_norm, expert_weights_scale (0 or absent: 1), expert_group_count and
+// expert_group_used_count; absent keys keep the architecture's defaults.
+RouterConfig read_router_config(const HparamReader& r, RouterConfig defaults);
 
 // Binds blk.<layer>.ffn_gate_inp (and exp_probs_b.bias when has_bias).
 MoeWeights bind_moe(const WeightBinder& w, int layer, const MoeShape& shape, bool has_bias);

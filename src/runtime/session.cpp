@@ -35,13 +35,16 @@ void Session::add_checkpoint(int32_t position) {
 }
 
 void Session::roll_back_to(int32_t n) {
-  if (!recurrent() || n >= position()) {
-    tokens_.resize(static_cast<size_t>(std::min(n, position())));
+  if (n >= position()) return;
+  // Sliding-window caches have overwritten the windows of positions before `oldest`.
+  const int32_t oldest = state_->oldest_rollback(position());
+  if (!recurrent()) {
+    tokens_.resize(static_cast<size_t>(n >= oldest ? n : 0));
     return;
   }
   Snapshot* best = nullptr;
   for (Snapshot& snap : snapshots_) {
-    if (snap.position >= 0 && snap.position <= n && (!best || snap.position > best->position)) best = &snap;
+    if (snap.position >= oldest && snap.position <= n && (!best || snap.position > best->position)) best = &snap;
   }
   if (best) {
     state_->load_recurrent(best->state.data());
@@ -114,9 +117,10 @@ std::span<const int32_t> Session::reuse_prefix(std::span<const int32_t> prompt) 
 
 void Session::truncate(int32_t n) {
   if (n < 0 || n > position()) fail("internal: cannot truncate to {} of {} tokens", n, position());
-  const bool exact = !recurrent() || n == 0 || n == position() ||
-                     std::any_of(snapshots_.begin(), snapshots_.end(), [&](const Snapshot& s) { return s.position == n; });
-  if (!exact) fail("internal: cannot roll recurrent state back to position {} (no snapshot there)", n);
+  const bool exact = n == 0 || n == position() ||
+                     (n >= state_->oldest_rollback(position()) &&
+                      (!recurrent() || std::any_of(snapshots_.begin(), snapshots_.end(), [&](const Snapshot& s) { return s.position == n; })));
+  if (!exact) fail("internal: cannot roll the state back to position {} (no snapshot there, or out of the sliding window)", n);
   roll_back_to(n);
 }
 

@@ -7,7 +7,8 @@
 // DeltaNet) cannot. For models that have it, the session keeps up to kSnapshots copies of
 // that state taken at checkpoint positions (where a reusable prefix ends: the end of a
 // prompt, the end of a conversation before the generation prompt), and rolls back only
-// to a checkpoint, or to the start.
+// to a checkpoint, or to the start. A sliding-window cache rolls back only as far as its
+// ring still holds the window (ForwardState::oldest_rollback); further means the start.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -41,7 +42,8 @@ class Session {
   int32_t position() const { return static_cast<int32_t>(tokens_.size()); }
   int32_t n_ctx() const { return state_->n_ctx(); }
   // Forgets tokens after position n (their KV entries are overwritten later). With
-  // recurrent state, n must be 0, the current position, or a checkpoint.
+  // recurrent state, n must be 0, the current position, or a checkpoint; with sliding
+  // windows, 0 or not before ForwardState::oldest_rollback.
   void truncate(int32_t n);
   // Snapshot the recurrent state when evaluation reaches `position` (a no-op for models
   // without recurrent layers, or for a position already passed).

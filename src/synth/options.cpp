@@ -12,11 +12,18 @@ void positive(const char* what, int v) {
 
 }  // namespace
 
-const char* arch_name(Arch arch) { return arch == Arch::kQwen35Moe ? "qwen35moe" : "qwen3moe"; }
+const char* arch_name(Arch arch) {
+  switch (arch) {
+    case Arch::kQwen35Moe: return "qwen35moe";
+    case Arch::kLaguna: return "laguna";
+    default: return "qwen3moe";
+  }
+}
 
 std::optional<Arch> arch_from_name(const std::string& name) {
-  if (name == "qwen3moe") return Arch::kQwen3Moe;
-  if (name == "qwen35moe") return Arch::kQwen35Moe;
+  for (Arch a : {Arch::kQwen3Moe, Arch::kQwen35Moe, Arch::kLaguna}) {
+    if (name == arch_name(a)) return a;
+  }
   return std::nullopt;
 }
 
@@ -136,15 +143,112 @@ std::optional<Options> qwen35moe_preset(const std::string& name) {
   return std::nullopt;
 }
 
+// laguna presets: a dense first layer, sliding-window layers (il % 4 != 0) with more
+// heads and full rotary (base 1e4), full layers with partial rotary and YaRN, sigmoid
+// routing scaled by 2.5, an ungated shared expert, and BF16 experts in the last layers.
+std::optional<Options> laguna_preset(const std::string& name) {
+  Options o;
+  o.arch = Arch::kLaguna;
+  o.rope_freq_base = 500000.0;
+  o.type_tail_experts = quant::Type::BF16;
+  o.type_shexp = quant::Type::F16;
+  if (name == "tiny") {  // the shape of llama.cpp's reference file: 6 layers x 32 experts, about 20 MB
+    o.name = "epq-laguna-tiny";
+    o.n_layer = 6;
+    o.n_expert = 32;
+    o.n_expert_used = 10;
+    o.n_embd = 256;
+    o.n_head = 4;
+    o.n_head_swa = 6;
+    o.n_head_kv = 2;
+    o.head_dim = 64;
+    o.rope_dims = 32;
+    o.sliding_window = 16;
+    o.n_ff_exp = 128;
+    o.n_ff_shexp = 128;
+    o.n_ff_dense = 512;
+    o.type_expert_down = quant::Type::Q8_0;  // rows of 128
+    o.tail_layers = 1;
+    o.context_length = 32768;
+    o.yarn_factor = 8;
+    o.yarn_original_context = 4096;
+    return o;
+  }
+  if (name == "small") {  // 12 layers x 64 experts, the last 2 BF16, about 500 MB
+    o.name = "epq-laguna-small";
+    o.n_layer = 12;
+    o.n_expert = 64;
+    o.n_expert_used = 8;
+    o.n_embd = 1024;
+    o.n_head = 8;
+    o.n_head_swa = 12;
+    o.n_head_kv = 2;
+    o.head_dim = 128;
+    o.rope_dims = 64;
+    o.sliding_window = 128;
+    o.n_ff_exp = 256;
+    o.n_ff_shexp = 256;
+    o.n_ff_dense = 2048;
+    o.tail_layers = 2;
+    o.context_length = 131072;
+    o.yarn_factor = 8;
+    o.yarn_original_context = 16384;
+    return o;
+  }
+  if (name == "laguna-s-2.1") {
+    // The real expert shape (seed report 000): 48 layers, layer 0 dense, 256 experts top-10
+    // of 1024, Q4_K in layers 1-39 and BF16 in 40-47, about 96 GB. The attention shape is
+    // Laguna-XS.2's (llama.cpp's): 48 heads on full and 64 on sliding-window layers, 8 KV
+    // heads of 128, rotary 64 of 128 on full layers; the window (512), the YaRN factor
+    // and the vocabulary size are assumptions that leave the expert bytes unchanged.
+    o.name = "epq-laguna-s-2.1-synthetic";
+    o.n_layer = 48;
+    o.n_expert = 256;
+    o.n_expert_used = 10;
+    o.n_embd = 3072;
+    o.n_head = 48;
+    o.n_head_swa = 64;
+    o.n_head_kv = 8;
+    o.head_dim = 128;
+    o.rope_dims = 64;
+    o.sliding_window = 512;
+    o.n_ff_exp = 1024;
+    o.n_ff_shexp = 1024;
+    o.n_ff_dense = 8192;
+    o.gate_per_element_full = false;
+    o.tail_layers = 8;
+    o.context_length = 1048576;
+    o.yarn_factor = 32;
+    o.yarn_original_context = 32768;
+    o.n_vocab = 100352;
+    o.type_expert = quant::Type::Q4_K;
+    o.type_expert_down = quant::Type::Q4_K;
+    o.type_attn = quant::Type::Q4_K;
+    o.type_attn_v = quant::Type::Q6_K;
+    o.type_shexp = quant::Type::Q8_0;
+    o.type_embd = quant::Type::Q4_K;
+    o.type_output = quant::Type::Q6_K;
+    return o;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<Options> preset(Arch arch, const std::string& name) {
-  return arch == Arch::kQwen35Moe ? qwen35moe_preset(name) : qwen3moe_preset(name);
+  switch (arch) {
+    case Arch::kQwen35Moe: return qwen35moe_preset(name);
+    case Arch::kLaguna: return laguna_preset(name);
+    default: return qwen3moe_preset(name);
+  }
 }
 
 std::vector<std::string> preset_names(Arch arch) {
-  if (arch == Arch::kQwen35Moe) return {"tiny", "small", "qwen3.6-35b-a3b"};
-  return {"tiny", "small", "qwen3-30b-a3b"};
+  switch (arch) {
+    case Arch::kQwen35Moe: return {"tiny", "small", "qwen3.6-35b-a3b"};
+    case Arch::kLaguna: return {"tiny", "small", "laguna-s-2.1"};
+    default: return {"tiny", "small", "qwen3-30b-a3b"};
+  }
 }
 
 namespace {
@@ -158,7 +262,7 @@ void validate_qwen35moe(const Options& o, const Fits& fits) {
   positive("--ssm-state", o.ssm_state);
   positive("--ssm-groups", o.ssm_groups);
   positive("--ssm-heads", o.ssm_heads);
-  if (o.yarn_factor > 0) fail("synth: --yarn-factor applies to --arch qwen3moe only (qwen35moe has no rope scaling)");
+  if (o.yarn_factor > 0) fail("synth: --yarn-factor does not apply to --arch qwen35moe (it has no rope scaling)");
   if (o.rope_dims % 2 != 0 || o.rope_dims > o.head_dim) {
     fail("synth: --rope-dims must be even and at most --head-dim {}, got {}", o.head_dim, o.rope_dims);
   }
@@ -173,6 +277,27 @@ void validate_qwen35moe(const Options& o, const Fits& fits) {
   fits("--type-attn", o.type_attn, int64_t{o.ssm_heads} * o.ssm_state);  // ssm_out rows
   fits("--type-shexp", o.type_shexp, o.n_embd);
   fits("--type-shexp", o.type_shexp, o.n_ff_shexp);
+}
+
+template <typename Fits>
+void validate_laguna(const Options& o, const Fits& fits) {
+  positive("--shared-expert-ffn", o.n_ff_shexp);
+  positive("--rope-dims", o.rope_dims);
+  positive("--heads-swa", o.n_head_swa);
+  if (o.sliding_window < 0 || o.sliding_window > (1 << 24)) fail("synth: --sliding-window must be 0..{}", 1 << 24);
+  if (o.n_dense < 0 || o.n_dense >= o.n_layer) fail("synth: --dense-layers must be 0..{} (one layer at least has experts)", o.n_layer - 1);
+  if (o.n_dense > 0) positive("--dense-ffn", o.n_ff_dense);
+  if (o.n_head_swa % o.n_head_kv != 0) fail("synth: --heads-swa {} is not a multiple of --heads-kv {}", o.n_head_swa, o.n_head_kv);
+  if (o.rope_dims % 2 != 0 || o.rope_dims > o.head_dim) {
+    fail("synth: --rope-dims must be even and at most --head-dim {}, got {}", o.head_dim, o.rope_dims);
+  }
+  if (int64_t{o.n_head_swa} * o.head_dim > (1 << 20) || o.n_ff_shexp > (1 << 20) || o.n_ff_dense > (1 << 20)) {
+    fail("synth: the shape is too large (--heads-swa x --head-dim, --shared-expert-ffn and --dense-ffn at most 2^20)");
+  }
+  fits("--type-attn", o.type_attn, int64_t{o.n_head_swa} * o.head_dim);
+  fits("--type-shexp", o.type_shexp, o.n_embd);
+  fits("--type-shexp", o.type_shexp, o.n_ff_shexp);
+  if (o.n_dense > 0) fits("--type-shexp", o.type_shexp, o.n_ff_dense);
 }
 
 }  // namespace
@@ -227,6 +352,7 @@ void validate(const Options& o) {
   fits("--type-output", o.type_output, o.n_embd);
   fits("--type-router", o.type_router, o.n_embd);
   if (o.arch == Arch::kQwen35Moe) validate_qwen35moe(o, fits);
+  if (o.arch == Arch::kLaguna) validate_laguna(o, fits);
 }
 
 }  // namespace epq::synth

@@ -1,6 +1,6 @@
 #pragma once
-// What `epq synth` builds: the architecture (qwen3moe, or the Gated DeltaNet hybrid
-// qwen35moe), its shape, the quant type of each tensor role, and the random seed.
+// What `epq synth` builds: the architecture (qwen3moe, the Gated DeltaNet hybrid
+// qwen35moe, or laguna with its sliding-window layers), its shape, the quant type of each tensor role, and the random seed.
 // Presets give named starting points, per architecture.
 #include <cstdint>
 #include <optional>
@@ -11,7 +11,7 @@
 
 namespace epq::synth {
 
-enum class Arch { kQwen3Moe, kQwen35Moe };
+enum class Arch { kQwen3Moe, kQwen35Moe, kLaguna };
 
 const char* arch_name(Arch arch);  // the general.architecture string
 std::optional<Arch> arch_from_name(const std::string& name);
@@ -37,14 +37,21 @@ struct Options {
   double yarn_factor = 0;
   int yarn_original_context = 0;
 
-  // qwen35moe only: the shared expert and the hybrid layer stack.
+  // qwen35moe and laguna: the shared expert and partial rotary.
   int n_ff_shexp = 256;               // shared expert feed-forward length
-  int full_attention_interval = 4;    // layer il is full attention iff (il+1) % interval == 0
   int rope_dims = 16;                 // n_rot: rotated dims of each full-attention head
+  // qwen35moe only: the hybrid layer stack.
+  int full_attention_interval = 4;    // layer il is full attention iff (il+1) % interval == 0
   int ssm_conv_kernel = 4;            // K, the causal conv width
   int ssm_state = 64;                 // Dk = Dv of the linear-attention heads
   int ssm_groups = 2;                 // Hk, key/query heads
   int ssm_heads = 4;                  // Hv, value heads (ssm.time_step_rank)
+  // laguna only: sliding-window layers (il % 4 != 0) and leading dense layers.
+  int sliding_window = 16;            // 0: every layer full attention
+  int n_head_swa = 6;                 // query heads of the sliding-window layers (--heads: full layers)
+  int n_dense = 1;                    // leading dense layers
+  int n_ff_dense = 512;               // their feed-forward length
+  bool gate_per_element_full = true;  // full layers' softplus gate per element, else per head
 
   quant::Type type_expert = quant::Type::Q4_K;       // ffn_gate_exps, ffn_up_exps
   quant::Type type_expert_down = quant::Type::Q6_K;  // ffn_down_exps
@@ -54,7 +61,7 @@ struct Options {
   quant::Type type_embd = quant::Type::Q4_K;         // token_embd
   quant::Type type_output = quant::Type::Q6_K;       // output
   quant::Type type_router = quant::Type::F32;        // ffn_gate_inp
-  quant::Type type_shexp = quant::Type::Q8_0;        // qwen35moe: ffn_{gate,up,down}_shexp
+  quant::Type type_shexp = quant::Type::Q8_0;        // ffn_{gate,up,down}_shexp; laguna: and the dense FFN
   // Expert type of the last tail_layers layers (all three matrices), for mixed-size models.
   std::optional<quant::Type> type_tail_experts;
   int tail_layers = 0;
@@ -69,10 +76,13 @@ struct Options {
   }
   // qwen35moe: whether layer il is a Gated DeltaNet (linear attention) layer.
   bool recurrent(int layer) const { return (layer + 1) % full_attention_interval != 0; }
+  // laguna: whether layer il is a sliding-window layer (llama.cpp's pattern 4).
+  bool sliding(int layer) const { return sliding_window > 0 && layer % 4 != 0; }
 };
 
 // Named presets per architecture. qwen3moe: tiny, small, qwen3-30b-a3b. qwen35moe: tiny,
-// small, qwen3.6-35b-a3b. Returns nullopt for an unknown name.
+// small, qwen3.6-35b-a3b. laguna: tiny, small, laguna-s-2.1. Returns nullopt for an
+// unknown name.
 std::optional<Options> preset(Arch arch, const std::string& name);
 std::vector<std::string> preset_names(Arch arch);
 // The qwen3moe presets.

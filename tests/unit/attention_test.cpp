@@ -1,9 +1,11 @@
-// Causal grouped-query attention (core/attention.h) against double-precision math, and
-// each head's result against the same head computed alone or on another thread count.
+// Causal grouped-query attention (core/attention.h) against double-precision math, with
+// and without a sliding window, each head's result against the same head computed alone
+// or on another thread count, and a ring cache against a cache with a row per position.
 #include "core/attention.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -42,45 +44,73 @@ std::vector<float> random_queries(int64_t n, uint32_t seed) {
   return q;
 }
 
+// c.k16 / c.v16 hold cache_rows rows; position j is row j % cache_rows.
 std::vector<float> run(int threads, const AttentionShape& s, const std::vector<float>& q, const Cache& c, const std::vector<int32_t>& pos,
-                       int64_t max_positions) {
+                       int64_t cache_rows) {
   ThreadPool pool(threads);
-  std::vector<float> out(q.size()), scratch(static_cast<size_t>(threads * max_positions * kAttentionScoresPerPosition));
-  attention(pool, s, q.data(), c.k16.data(), c.v16.data(), pos.data(), static_cast<int64_t>(pos.size()), out.data(), scratch.data(),
-            max_positions);
+  std::vector<float> out(q.size()), scratch(attention_scratch_floats(s, cache_rows, threads));
+  attention(pool, s, q.data(), c.k16.data(), c.v16.data(), cache_rows, pos.data(), static_cast<int64_t>(pos.size()), out.data(),
+            scratch.data());
   return out;
 }
 
-// Query heads sharing a KV head are computed 8, 4, 2 or 1 at a time: group sizes 16, 4, 2 and 3.
-TEST(Attention, MatchesDoubleMathForEveryGroupSize) {
+// Query heads sharing a KV head are computed 8, 4, 2 or 1 at a time: group sizes 16, 4, 2
+// and 3; and with a window of 7, a query sees only its own and the 6 positions before.
+TEST(Attention, MatchesDoubleMathForEveryGroupSizeAndWindow) {
   const int64_t n_pos = 37;
-  for (int group : {16, 4, 2, 3}) {
-    const int n_head_kv = 2, n_head = group * n_head_kv;
-    const AttentionShape s{n_head, n_head_kv, kDim, 0.125f};
-    const Cache c = random_cache(n_pos, n_head_kv, 1);
-    const std::vector<int32_t> pos = {0, 5, 36};  // the first, a middle and the last position
-    const std::vector<float> q = random_queries(static_cast<int64_t>(pos.size()) * n_head * kDim, 2);
-    const std::vector<float> out = run(2, s, q, c, pos, n_pos);
-    for (size_t t = 0; t < pos.size(); ++t) {
-      for (int h = 0; h < n_head; ++h) {
-        const int g = h / group;
-        const float* qh = q.data() + (t * n_head + h) * kDim;
-        std::vector<double> w(static_cast<size_t>(pos[t] + 1));
-        double max = -INFINITY, sum = 0;
-        for (int32_t j = 0; j <= pos[t]; ++j) {
-          double dot = 0;
-          for (int d = 0; d < kDim; ++d) dot += double{qh[d]} * c.k[(j * n_head_kv + g) * kDim + d];
-          w[j] = dot * s.scale;
-          max = std::max(max, w[j]);
-        }
-        for (double& x : w) sum += x = std::exp(x - max);
-        for (int d = 0; d < kDim; ++d) {
-          double expect = 0;
-          for (int32_t j = 0; j <= pos[t]; ++j) expect += w[j] / sum * c.v[(j * n_head_kv + g) * kDim + d];
-          ASSERT_NEAR(out[(t * n_head + h) * kDim + d], expect, 1e-5) << "group " << group << ", token " << t << ", head " << h;
+  for (int window : {0, 7}) {
+    for (int group : {16, 4, 2, 3}) {
+      const int n_head_kv = 2, n_head = group * n_head_kv;
+      const AttentionShape s{n_head, n_head_kv, kDim, 0.125f, window};
+      const Cache c = random_cache(n_pos, n_head_kv, 1);
+      const std::vector<int32_t> pos = {0, 5, 36};  // the first, a middle and the last position
+      const std::vector<float> q = random_queries(static_cast<int64_t>(pos.size()) * n_head * kDim, 2);
+      const std::vector<float> out = run(2, s, q, c, pos, n_pos);
+      for (size_t t = 0; t < pos.size(); ++t) {
+        const int32_t first = window > 0 ? std::max(0, pos[t] - window + 1) : 0;
+        for (int h = 0; h < n_head; ++h) {
+          const int g = h / group;
+          const float* qh = q.data() + (t * n_head + h) * kDim;
+          std::vector<double> w(static_cast<size_t>(pos[t] + 1 - first));
+          double max = -INFINITY, sum = 0;
+          for (int32_t j = first; j <= pos[t]; ++j) {
+            double dot = 0;
+            for (int d = 0; d < kDim; ++d) dot += double{qh[d]} * c.k[(j * n_head_kv + g) * kDim + d];
+            w[j - first] = dot * s.scale;
+            max = std::max(max, w[j - first]);
+          }
+          for (double& x : w) sum += x = std::exp(x - max);
+          for (int d = 0; d < kDim; ++d) {
+            double expect = 0;
+            for (int32_t j = first; j <= pos[t]; ++j) expect += w[j - first] / sum * c.v[(j * n_head_kv + g) * kDim + d];
+            ASSERT_NEAR(out[(t * n_head + h) * kDim + d], expect, 1e-5)
+                << "window " << window << ", group " << group << ", token " << t << ", head " << h;
+          }
         }
       }
     }
+  }
+}
+
+// A ring of 11 rows for a window of 5 (positions up to 40 wrap it several times) gives the
+// same bits as a cache with a row per position.
+TEST(Attention, RingCacheGivesTheSameBitsAsAFullCache) {
+  const int64_t n_pos = 41, ring = 11;
+  const int window = 5, n_head_kv = 2, n_head = 4;
+  const AttentionShape s{n_head, n_head_kv, kDim, 0.125f, window};
+  const Cache full = random_cache(n_pos, n_head_kv, 5);
+  const size_t row = static_cast<size_t>(n_head_kv) * kDim;
+  for (int32_t last : {4, 10, 11, 23, 40}) {
+    Cache ringed;
+    ringed.k16.resize(static_cast<size_t>(ring) * row);
+    ringed.v16.resize(ringed.k16.size());
+    for (int32_t j = 0; j <= last; ++j) {  // written in order, as a sequence fills its cache
+      std::copy_n(full.k16.begin() + static_cast<std::ptrdiff_t>(j * row), row, ringed.k16.begin() + static_cast<std::ptrdiff_t>(j % ring * row));
+      std::copy_n(full.v16.begin() + static_cast<std::ptrdiff_t>(j * row), row, ringed.v16.begin() + static_cast<std::ptrdiff_t>(j % ring * row));
+    }
+    const std::vector<int32_t> pos = {last};
+    const std::vector<float> q = random_queries(n_head * kDim, 6);
+    ASSERT_EQ(run(2, s, q, ringed, pos, ring), run(2, s, q, full, pos, n_pos)) << "query at position " << last;
   }
 }
 
