@@ -1,11 +1,12 @@
-"""Blocks shared by the numpy reference models (qwen3moe.py, qwen35moe.py).
+"""Blocks shared by the numpy reference models (qwen3moe.py, qwen35moe.py, laguna.py).
 
 A model is a GGUFModel: it reads its file, dequantizes weights on first use and caches
 them in the compute dtype, and multiplies through matmul(), which applies the engine's
-activation rounding when emulate_q8 is on. The functions below are the pieces both
+activation rounding when emulate_q8 is on. The functions below are the pieces the
 graphs use in the same way: norms, NEOX rope (optionally partial, optionally YaRN),
-causal grouped-query attention, the float16 KV cache, softmax top-k routing with
-renormalisation and the SwiGLU expert FFN. `Choices` records the near-ties of the
+causal grouped-query attention (optionally over a sliding window), the float16 KV cache,
+top-k routing (softmax or sigmoid scores, optionally a selection-only bias, a
+renormalisation and a scale) and the SwiGLU expert FFN. `Choices` records the near-ties of the
 roundings and routing of one forward pass (see follow_ties.py).
 """
 import math
@@ -68,9 +69,11 @@ def softplus(z):
 
 # ---- rope ----
 
-def rope_cos_sin(positions, n_rot, base, yarn=None):
+def rope_cos_sin(positions, n_rot, base, yarn=None, attn_factor=1.0):
     """cos and sin tables, shape (n_positions, n_rot/2), for NEOX-layout rope.
-    yarn: None, or (factor, original context length) for YaRN as ggml applies it."""
+    yarn: None, or (factor, original context length) for YaRN as ggml applies it; then
+    cos and sin are scaled by attn_factor * (1 + 0.1 ln factor) (ggml's mscale with
+    llama.cpp's context: rope.scaling.attn_factor times YaRN's own magnitude)."""
     half = n_rot // 2
     i = np.arange(half, dtype=np.float64)
     p = np.asarray(positions, dtype=np.float64)[:, None]
@@ -93,7 +96,7 @@ def rope_cos_sin(positions, n_rot, base, yarn=None):
     mix = ramp * ext_factor
     theta_interp = freq_scale * theta_extrap
     theta = theta_interp * (1 - mix) + theta_extrap * mix
-    mscale = 1.0 + 0.1 * math.log(1.0 / freq_scale)
+    mscale = attn_factor * (1.0 + 0.1 * math.log(1.0 / freq_scale))
     return np.cos(theta) * mscale, np.sin(theta) * mscale
 
 
@@ -113,13 +116,20 @@ def apply_rope(x, cos, sin, n_rot):
 
 # ---- attention ----
 
-def causal_attention(q, k, v, pos, dtype):
+def causal_attention(q, k, v, pos, dtype, window=None):
     """Softmax attention of queries q (n_tok, H, D) at positions `pos` over keys and
     values k, v (n_ctx, Hkv, D) at positions 0..n_ctx-1, scale 1/sqrt(D). Query head h
-    reads kv head h / (H / Hkv). Returns (n_tok, H, D)."""
+    reads kv head h / (H / Hkv). window: None (every earlier key), or n: the query at
+    position i sees the keys j with i - n < j <= i (itself and the n-1 before it).
+    Returns (n_tok, H, D)."""
     n_tok, H, D = q.shape
+    if H % k.shape[1]:
+        raise ValueError(f"{H} query heads do not group over {k.shape[1]} kv heads")
     group = H // k.shape[1]
-    causal = np.arange(len(k))[None, :] <= pos[:, None]     # (query, key)
+    keys = np.arange(len(k))[None, :]
+    causal = keys <= pos[:, None]     # (query, key)
+    if window is not None:
+        causal &= pos[:, None] - keys < window
     heads = np.empty((n_tok, H, D), dtype=dtype)
     for head in range(H):
         kv = head // group
@@ -213,21 +223,38 @@ class GGUFModel:
             v = self.choices.f16_round_trip(v, "v", layer, pos)
         return np.concatenate([past_k, k]), np.concatenate([past_v, v])
 
-    def routed_moe(self, layer, h, pos):
-        """The routed experts of blk.<layer> on the normed rows h: softmax over all
-        experts, the top n_expert_used, their probabilities renormalised; each expert
-        silu(gate h) * (up h) -> down; the outputs summed in selection order. Gate and
-        up come from ffn_gate_exps/ffn_up_exps, or from a fused ffn_gate_up_exps (gate
-        the first n_ff rows of each expert, up the rest)."""
+    def routed_moe(self, layer, h, pos, gating="softmax", selection_bias=None, norm=True,
+                   scale=None):
+        """The routed experts of blk.<layer> on the normed rows h: scores over all
+        experts (softmax, or a sigmoid per expert, of the router's logits), the top
+        n_expert_used of the scores (plus the tensor `selection_bias`, if named: it
+        enters the selection only), their unbiased scores as weights, renormalised
+        (if norm; the sum clamped below at MIN_WEIGHT_SUM), times `scale` (if given);
+        each expert silu(gate h) * (up h) -> down; the outputs summed in selection
+        order. Gate and up come from ffn_gate_exps/ffn_up_exps, or from a fused
+        ffn_gate_up_exps (gate the first n_ff rows of each expert, up the rest)."""
         pre = f"blk.{layer}."
         K = self.n_expert_used
         router = self.matmul(pre + "ffn_gate_inp.weight", h, pre + "ffn_in", pos)   # (n_tok, NE)
-        probs = softmax(router, axis=1)
+        if gating == "softmax":
+            probs = softmax(router, axis=1)
+        elif gating == "sigmoid":
+            probs = sigmoid(router)
+        else:
+            raise ValueError(f"gating {gating!r}: softmax or sigmoid")
 
-        # The K most probable experts, descending; their weights renormalized.
-        selected = self.choices.route(probs, router, K, layer, pos)        # (n_tok, K)
+        # The K best experts, descending. Without a bias the router logits order them as
+        # the scores do (and measure their near-ties); with one, the biased scores do.
+        if selection_bias is None:
+            selected = self.choices.route(probs, router, K, layer, pos)    # (n_tok, K)
+        else:
+            biased = probs + self.weight(selection_bias)
+            selected = self.choices.route(biased, biased, K, layer, pos)
         weights = np.take_along_axis(probs, selected, axis=1)
-        weights = weights / np.maximum(weights.sum(axis=1, keepdims=True), MIN_WEIGHT_SUM)
+        if norm:
+            weights = weights / np.maximum(weights.sum(axis=1, keepdims=True), MIN_WEIGHT_SUM)
+        if scale is not None:
+            weights = weights * scale
 
         fused = pre + "ffn_gate_up_exps.weight"
         if fused in self.gguf.tensors:
@@ -299,7 +326,7 @@ class Choices:
     # (none seen) for routing; the thresholds leave room above that.
     Q8_THRESHOLD = 2e-3     # distance to the rounding midpoint, in units of q
     F16_THRESHOLD = 2e-6    # distance to the midpoint, relative to the head's rms
-    ROUTE_THRESHOLD = 1e-4  # gap between the K-th and (K+1)-th router logits
+    ROUTE_THRESHOLD = 1e-4  # gap between the K-th and (K+1)-th router logits (scores)
 
     def __init__(self, take=None):
         self.take = dict(take or {})
@@ -378,8 +405,9 @@ class Choices:
         return out.astype(x.dtype)
 
     def route(self, probs, router, k, layer, positions):
-        """The k most probable experts per row (descending; ties to the lower index).
-        Near-ties are measured on the router logits, which order them the same way."""
+        """The k experts of highest `probs` per row (descending; ties to the lower
+        index). Near-ties are measured on `router`: the router logits, which order them
+        the same way, or (with a selection bias) the biased scores themselves."""
         ranked = np.argsort(-probs, axis=1, kind="stable")
         if k < router.shape[1]:
             last = np.take_along_axis(router, ranked[:, k - 1:k + 1], axis=1)

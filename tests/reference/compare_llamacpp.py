@@ -15,8 +15,10 @@ The folder's README calls a quantized model matched at rms <= 3% of the std and 
 agreement >= 0.9.
 
 --matrix runs float64 with and without --emulate-q8-activations (the engine's and
-llama.cpp's rounding of every product's input), recurrent and chunked, one line each,
-and the two delta-rule forms against each other.
+llama.cpp's rounding of every product's input), for qwen35moe recurrent and chunked, one
+line each, and the two delta-rule forms against each other. --delta-form and --chunk
+apply to qwen35moe only. The reference model follows general.architecture
+(run_reference.MODELS: qwen3moe, qwen35moe, laguna).
 """
 import argparse
 import os
@@ -108,22 +110,27 @@ def main(argv=None):
     print(f"llama.cpp, one token at a time against one batch: rms/std {100 * rms:.2f}%  "
           f"top-1 {top1:.3f}  max {worst:.3f}")
 
+    # The delta-rule options are qwen35moe's only.
+    delta = model_class(path).ARCH == "qwen35moe"
     if not args.matrix:
         options = dict(dtype=np.float32 if args.float32 else np.float64, kv_f16=args.kv_f16,
-                       emulate_q8=args.emulate_q8_activations,
-                       delta_form=args.delta_form, chunk=args.chunk)
+                       emulate_q8=args.emulate_q8_activations)
+        if delta:
+            options.update(delta_form=args.delta_form, chunk=args.chunk)
         logits, seconds = run(path, tokens, **options)
         report(describe(options), logits, theirs, seconds)
         return
 
     by_form = {}
     for emulate_q8 in (False, True):
-        for form in ("recurrent", "chunked"):
-            options = dict(emulate_q8=emulate_q8, delta_form=form, chunk=args.chunk)
+        for form in ("recurrent", "chunked") if delta else (None,):
+            options = dict(emulate_q8=emulate_q8)
+            if delta:
+                options.update(delta_form=form, chunk=args.chunk)
             logits, seconds = run(path, tokens, **options)
             by_form[(emulate_q8, form)] = logits
             report(describe(options), logits, theirs, seconds)
-    if model_class(path).ARCH == "qwen35moe":
+    if delta:
         a, b = by_form[(False, "recurrent")], by_form[(False, "chunked")]
         print(f"recurrent against chunked/{args.chunk}, float64 no-q8: max |diff| "
               f"{np.max(np.abs(a - b)):.3g} (logit std {np.std(a):.3g})")

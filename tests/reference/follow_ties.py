@@ -36,8 +36,9 @@ def _layer(key, n_layer):
 
 
 def follow_ties(model, tokens, target, tol, max_flips=12, max_trials=600):
-    """model: a reference model (qwen3moe.Qwen3MoE, qwen35moe.Qwen35MoE); target: logits
-    (n_positions, n_vocab) of the other run for positions 0..n_positions-1 of `tokens`.
+    """model: a reference model (qwen3moe.Qwen3MoE, qwen35moe.Qwen35MoE, laguna.Laguna);
+    target: logits (n_positions, n_vocab) of the other run for positions
+    0..n_positions-1 of `tokens`.
 
     Returns (logits, flips, problem): the reference's logits with the flips taken, the
     flips as (key, value, margin) in the order found, and None when every position

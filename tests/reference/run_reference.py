@@ -22,12 +22,13 @@ import numpy as np  # noqa: E402
 
 from follow_ties import follow_ties  # noqa: E402
 from gguf_reader import GGUFFile  # noqa: E402
+from laguna import Laguna  # noqa: E402
 from logits_file import read_logits, write_logits  # noqa: E402
 from qwen3moe import Qwen3MoE  # noqa: E402
 from qwen35moe import Qwen35MoE  # noqa: E402
 
 # general.architecture -> reference model class.
-MODELS = {Qwen3MoE.ARCH: Qwen3MoE, Qwen35MoE.ARCH: Qwen35MoE}
+MODELS = {Qwen3MoE.ARCH: Qwen3MoE, Qwen35MoE.ARCH: Qwen35MoE, Laguna.ARCH: Laguna}
 
 
 def main(argv=None):
