@@ -2,6 +2,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <vector>
 
@@ -107,21 +108,33 @@ void print_kv(const gguf::File& f, const std::string& arch) {
     const int64_t v = f.get_int_or(key, fallback);
     return v >= 0 && v <= (int64_t{1} << 30) ? v : 0;
   };
-  // Layers with a KV cache are those with an attn_k tensor (hybrid models have others).
-  int64_t n_layer = 0, n_recurrent = 0;
+  // Layers with a KV cache are those with an attn_k tensor (hybrid models have others);
+  // with a sliding window W, layer il is windowed iff il % pattern != 0 (llama.cpp's rule).
+  const int64_t window = count(arch + ".attention.sliding_window", 0), pattern = count(arch + ".attention.sliding_window_pattern", 4);
+  int64_t n_layer = 0, n_windowed = 0, n_recurrent = 0;
   for (const gguf::TensorInfo& t : f.tensors()) {
-    n_layer += t.name.starts_with("blk.") && t.name.ends_with(".attn_k.weight");
+    if (t.name.starts_with("blk.") && t.name.ends_with(".attn_k.weight")) {
+      const bool windowed = window > 0 && pattern > 0 && std::atoll(t.name.c_str() + 4) % pattern != 0;
+      (windowed ? n_windowed : n_layer)++;
+    }
     n_recurrent += t.name.starts_with("blk.") && t.name.ends_with(".ssm_conv1d.weight");
   }
-  const int64_t n_head = count(arch + ".attention.head_count", 0);
+  // head_count may be a per-layer array: its first entry gives the default head size.
+  const gguf::Value* heads = f.find(arch + ".attention.head_count");
+  const int64_t n_head = heads && heads->type() == gguf::ValueType::ARRAY ? (heads->ints().empty() ? 0 : heads->ints()[0])
+                                                                           : count(arch + ".attention.head_count", 0);
   const int64_t n_head_kv = count(arch + ".attention.head_count_kv", n_head);
   const int64_t n_embd = count(arch + ".embedding_length", 0);
-  const int64_t head_dim = n_head ? n_embd / n_head : 0;
+  const int64_t head_dim = n_head > 0 ? n_embd / n_head : 0;
   const int64_t k = count(arch + ".attention.key_length", head_dim);
   const int64_t v = count(arch + ".attention.value_length", head_dim);
-  const uint64_t per_token = static_cast<uint64_t>(n_layer) * static_cast<uint64_t>(n_head_kv) * static_cast<uint64_t>(k + v) * 2;
-  fmt::print("\nKV cache (F16): {} per token ({} layers x {} KV heads x ({} + {}) x 2 bytes)\n", format_bytes(per_token),
+  const uint64_t per_layer = static_cast<uint64_t>(n_head_kv) * static_cast<uint64_t>(k + v) * 2;
+  fmt::print("\nKV cache (F16): {} per token ({} layers x {} KV heads x ({} + {}) x 2 bytes)\n", format_bytes(n_layer * per_layer),
              n_layer, n_head_kv, k, v);
+  if (n_windowed > 0) {
+    fmt::print("  and {} sliding-window layers of {} positions: at most {} per sequence, whatever the context (plus a batch)\n",
+               n_windowed, window, format_bytes(static_cast<uint64_t>(n_windowed * window) * per_layer));
+  }
   if (n_recurrent > 0) {
     // Gated DeltaNet: per layer, K-1 conv inputs of 2 Hk S + Hv S channels and Hv S x S state.
     const uint64_t K = count(arch + ".ssm.conv_kernel", 0), S = count(arch + ".ssm.state_size", 0);

@@ -12,8 +12,9 @@
 namespace epq::models {
 
 int64_t GqaShape::cache_rows(int n_ctx, int max_tokens) const {
-  // A batch writes max_tokens rows before its first query reads the window - 1 before it.
-  return window > 0 ? std::min<int64_t>(n_ctx, int64_t{window} + max_tokens - 1) : n_ctx;
+  // A batch writes max_tokens rows before its first query reads the window - 1 before it;
+  // kRollbackRows more let a conversation roll back that far and keep its cache.
+  return window > 0 ? std::min<int64_t>(n_ctx, int64_t{window} + max_tokens - 1 + kRollbackRows) : n_ctx;
 }
 
 GqaShape gqa_shape(const HparamReader& r, int n_embd, int n_head, float rms_eps) {

@@ -12,7 +12,7 @@
 //   out = wo o
 // The block owns the KV cache of every attention layer it serves (one slot per layer)
 // and its scratch. A full layer's cache has a row per position; a windowed layer's is a
-// ring of W + max_tokens - 1 rows, whatever the context.
+// ring of W + max_tokens - 1 + kRollbackRows rows, whatever the context.
 #include <cstdint>
 
 #include "core/matrix.h"
@@ -36,8 +36,10 @@ struct GqaShape {
   int64_t kv_dim() const { return int64_t{n_head_kv} * head_dim; }
   // Bytes of K and V per token and layer in the cache.
   uint64_t kv_bytes_per_token() const { return 2 * static_cast<uint64_t>(kv_dim()) * sizeof(uint16_t); }
-  // Cache rows per layer: n_ctx, or for a window the ring that batches of max_tokens need.
+  // Cache rows per layer: n_ctx, or for a window the ring that batches of max_tokens need
+  // plus kRollbackRows, the positions a sequence can be rolled back and keep its cache.
   int64_t cache_rows(int n_ctx, int max_tokens) const;
+  static constexpr int kRollbackRows = 256;
 };
 
 struct GqaWeights {

@@ -15,7 +15,6 @@ Three independent checks of the graph's arithmetic:
 import filecmp
 import os
 import re
-import struct
 import sys
 import unittest
 
@@ -23,11 +22,10 @@ import numpy as np
 
 import harness
 from harness import path, run, synth
+from logit_checks import LLAMACPP, band, engine_logits, llamacpp_logits, read_ids, reference
 from test_server import Server
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-LLAMACPP = os.path.join(HERE, "..", "data", "llamacpp")
-REFERENCE = os.path.join(LLAMACPP, "qwen35moe")
 sys.path.insert(0, os.path.join(HERE, "..", "reference"))
 
 from logits_file import read_logits  # noqa: E402
@@ -38,40 +36,9 @@ F32 = ["--type-expert", "F32", "--type-expert-down", "F32", "--type-attn", "F32"
 TEXT = "The old lighthouse keeper climbed the stairs every evening with a lamp and wrote down the color of the sea."
 
 
-def read_ids(file_path):
-    with open(file_path, "rb") as f:
-        data = f.read()
-    return list(struct.unpack(f"<{len(data) // 4}i", data))
-
-
-def llamacpp_logits(name):
-    values = np.fromfile(os.path.join(REFERENCE, name), dtype="<f4")
-    return values.reshape(64, -1).astype(np.float64)
-
-
-def engine_logits(model, out, *args, tokens=None, text=None):
-    """The engine's logits at every position but the last (perplexity --all-positions)."""
-    if tokens is not None:
-        source = ["--token-file", tokens]
-    else:
-        text_path = path("text.txt")
-        with open(text_path, "w") as f:
-            f.write(text)
-        source = ["-f", text_path]
-    run("perplexity", "-m", model, *source, "--all-positions", "--logits-out", out, "-t", "2", *args)
-    return out
-
-
-def band(mine, theirs):
-    """(rms difference / std of theirs, top-1 agreement) over the positions mine has."""
-    theirs = theirs[:len(mine)]
-    diff = mine - theirs
-    return float(np.sqrt(np.mean(diff * diff)) / np.std(theirs)), float(np.mean(mine.argmax(1) == theirs.argmax(1)))
-
-
 class AgainstLlamaCpp(unittest.TestCase):
-    MODEL = os.path.join(REFERENCE, "model.gguf")
-    TOKENS = os.path.join(REFERENCE, "tokens.i32")
+    MODEL = reference("qwen35moe", "model.gguf")
+    TOKENS = reference("qwen35moe", "tokens.i32")
 
     def test_tokenizer_matches_llamacpp(self):
         with open(os.path.join(LLAMACPP, "prompt.txt"), encoding="utf-8") as f:
@@ -81,18 +48,18 @@ class AgainstLlamaCpp(unittest.TestCase):
         self.assertEqual(got[:64], want)
 
     def test_logits_in_band_on_every_path(self):
-        for args, reference in [(["--batch", "64"], "logits.f32"), (["--batch", "1"], "logits-one-at-a-time.f32"),
-                                (["--batch", "64", "--delta-rule", "chunked"], "logits.f32")]:
+        for args, name in [(["--batch", "64"], "logits.f32"), (["--batch", "1"], "logits-one-at-a-time.f32"),
+                           (["--batch", "64", "--delta-rule", "chunked"], "logits.f32")]:
             with self.subTest(args=args):
                 _, mine = read_logits(engine_logits(self.MODEL, path("llamacpp.logits"), *args, tokens=self.TOKENS))
-                rms, top1 = band(mine, llamacpp_logits(reference))
+                rms, top1 = band(mine, llamacpp_logits("qwen35moe", name))
                 self.assertLessEqual(rms, 0.03)
                 self.assertGreaterEqual(top1, 0.9)
 
     def test_numpy_reference_in_band_too(self):
         logits = Qwen35MoE(self.MODEL, emulate_q8=True).forward(read_ids(self.TOKENS))
         for name in ("logits.f32", "logits-one-at-a-time.f32"):
-            rms, top1 = band(logits, llamacpp_logits(name))
+            rms, top1 = band(logits, llamacpp_logits("qwen35moe", name))
             self.assertLessEqual(rms, 0.03, name)
             self.assertGreaterEqual(top1, 0.9, name)
 
