@@ -44,20 +44,20 @@ struct VisibleRows {
   }
 };
 
-// Attention of one query token for G query heads that share a KV head: q and out hold G
-// heads of D floats; k and v point at the KV head in cache row 0. Every K and V row is
+// Attention of one query token for G query heads that share a KV head: q holds G heads of
+// D floats and out G heads of Dv; k and v point at the KV head in cache row 0. Every K and V row is
 // read once for all G heads, and the accumulators (G per pass) stay in registers.
 // scores holds visible position j's G scores at j * G; head i's arithmetic happens in
 // lane i and is the same whatever G or wherever the rows sit in the ring.
 template <int G>
-void attend(const float* q, const uint16_t* k, const uint16_t* v, size_t kv_stride, int D, const VisibleRows& row, float scale,
-            float* scores, float* out) {
+void attend(const float* q, const uint16_t* k, const uint16_t* v, size_t k_stride, size_t v_stride, int D, int Dv,
+            const VisibleRows& row, float scale, float* scores, float* out) {
   const int64_t n_pos = row.n_pos;
   const __m256i heads = first_lanes<G>();
   __m256 max = _mm256_set1_ps(-INFINITY);
   for (int64_t j = 0; j < n_pos; ++j) {
-    const uint16_t* kj = k + row(j) * kv_stride;
-    prefetch_lines(k + row(std::min(j + kKeyPrefetchRows, n_pos - 1)) * kv_stride, static_cast<size_t>(D) * sizeof(uint16_t));
+    const uint16_t* kj = k + row(j) * k_stride;
+    prefetch_lines(k + row(std::min(j + kKeyPrefetchRows, n_pos - 1)) * k_stride, static_cast<size_t>(D) * sizeof(uint16_t));
     __m256 acc[G];
     for (int i = 0; i < G; ++i) acc[i] = _mm256_setzero_ps();
     for (int d = 0; d < D; d += 8) {
@@ -82,17 +82,17 @@ void attend(const float* q, const uint16_t* k, const uint16_t* v, size_t kv_stri
   float inv[G];
   for (int i = 0; i < G; ++i) inv[i] = static_cast<float>(1.0 / sums[i]);
   // The weighted sum of V, 8 dimensions at a time over all positions, then / the sum.
-  for (int d = 0; d < D; d += 8) {
+  for (int d = 0; d < Dv; d += 8) {
     __m256 acc[G];
     for (int i = 0; i < G; ++i) acc[i] = _mm256_setzero_ps();
     for (int64_t j = 0; j < n_pos; ++j) {
       if (d % kHalvesPerLine == 0) {
-        prefetch_lines(v + row(std::min(j + kValuePrefetchRows, n_pos - 1)) * kv_stride + d, 1);  // dimensions d..d+31
+        prefetch_lines(v + row(std::min(j + kValuePrefetchRows, n_pos - 1)) * v_stride + d, 1);  // dimensions d..d+31
       }
-      const __m256 vv = load_f16(v + row(j) * kv_stride + d);
+      const __m256 vv = load_f16(v + row(j) * v_stride + d);
       for (int i = 0; i < G; ++i) acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(scores + j * G + i), vv, acc[i]);
     }
-    for (int i = 0; i < G; ++i) _mm256_storeu_ps(out + i * D + d, _mm256_mul_ps(acc[i], _mm256_set1_ps(inv[i])));
+    for (int i = 0; i < G; ++i) _mm256_storeu_ps(out + i * Dv + d, _mm256_mul_ps(acc[i], _mm256_set1_ps(inv[i])));
   }
 }
 
@@ -109,9 +109,9 @@ size_t attention_scratch_floats(const AttentionShape& s, int64_t cache_rows, int
 void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
                int64_t cache_rows, const int32_t* positions, int64_t n_tokens, float* out, float* scratch) {
   const int64_t max_visible = visible_positions(s, cache_rows);
-  const int D = s.head_dim;
-  const size_t q_stride = static_cast<size_t>(s.n_head) * D;
-  const size_t kv_stride = static_cast<size_t>(s.n_head_kv) * D;
+  const int D = s.head_dim, Dv = s.dv();
+  const size_t q_stride = static_cast<size_t>(s.n_head) * D, out_stride = static_cast<size_t>(s.n_head) * Dv;
+  const size_t k_stride = s.k_row(), v_stride = s.v_row();
   const int group = s.n_head / s.n_head_kv;
   // One task per (token, KV head, slice of its query heads); slices of 8, 4, 2 or 1 heads.
   const int slice = group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
@@ -123,15 +123,15 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const 
     const int64_t last = positions[t], first = s.window > 0 ? std::max<int64_t>(0, last - s.window + 1) : 0;
     const VisibleRows rows{first % cache_rows, last - first + 1, cache_rows};
     const float* qh = q + static_cast<size_t>(t) * q_stride + h0 * D;
-    float* oh = out + static_cast<size_t>(t) * q_stride + h0 * D;
+    float* oh = out + static_cast<size_t>(t) * out_stride + h0 * Dv;
     const uint16_t* k = k_cache + static_cast<size_t>(g) * D;
-    const uint16_t* v = v_cache + static_cast<size_t>(g) * D;
+    const uint16_t* v = v_cache + static_cast<size_t>(g) * Dv;
     float* scores = scratch + static_cast<size_t>(thread) * static_cast<size_t>(max_visible) * kScoresPerPosition;
     switch (slice) {
-      case 8: return attend<8>(qh, k, v, kv_stride, D, rows, s.scale, scores, oh);
-      case 4: return attend<4>(qh, k, v, kv_stride, D, rows, s.scale, scores, oh);
-      case 2: return attend<2>(qh, k, v, kv_stride, D, rows, s.scale, scores, oh);
-      default: return attend<1>(qh, k, v, kv_stride, D, rows, s.scale, scores, oh);
+      case 8: return attend<8>(qh, k, v, k_stride, v_stride, D, Dv, rows, s.scale, scores, oh);
+      case 4: return attend<4>(qh, k, v, k_stride, v_stride, D, Dv, rows, s.scale, scores, oh);
+      case 2: return attend<2>(qh, k, v, k_stride, v_stride, D, Dv, rows, s.scale, scores, oh);
+      default: return attend<1>(qh, k, v, k_stride, v_stride, D, Dv, rows, s.scale, scores, oh);
     }
   });
 }

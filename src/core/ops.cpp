@@ -23,7 +23,11 @@ void rms_norm(const float* x, const float* weight, float eps, int64_t n, float* 
   double sum = hsum(_mm256_add_pd(low, high));
   for (; i < n; ++i) sum += double{x[i]} * x[i];
   const float scale = 1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(n)) + eps);
-  for (i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
+  if (weight == nullptr) {
+    for (i = 0; i < n; ++i) out[i] = x[i] * scale;
+  } else {
+    for (i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
+  }
 }
 
 void add(float* x, const float* y, int64_t n) {

@@ -5,7 +5,7 @@
 
 namespace epq::ops {
 
-// out = x / sqrt(mean(x^2) + eps) * weight (out may alias x); the mean in double.
+// out = x / sqrt(mean(x^2) + eps) * weight (out may alias x; no weight: null); the mean in double.
 void rms_norm(const float* x, const float* weight, float eps, int64_t n, float* out);
 // x += y
 void add(float* x, const float* y, int64_t n);

@@ -55,10 +55,12 @@ void RopeTable::apply(float* head, int64_t t) const {
   const int half = p_.n_dims / 2;
   const float* c = cos_.data() + t * half;
   const float* s = sin_.data() + t * half;
+  const int second = p_.neox ? half : 1, step = p_.neox ? 1 : 2;  // pair i is (i * step, i * step + second)
   for (int i = 0; i < half; ++i) {
-    const float x0 = head[i], x1 = head[i + half];
-    head[i] = x0 * c[i] - x1 * s[i];
-    head[i + half] = x0 * s[i] + x1 * c[i];
+    float* x = head + i * step;
+    const float x0 = x[0], x1 = x[second];
+    x[0] = x0 * c[i] - x1 * s[i];
+    x[second] = x0 * s[i] + x1 * c[i];
   }
 }
 

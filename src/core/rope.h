@@ -1,5 +1,6 @@
 #pragma once
-// Rotary position embedding, NEOX layout (dimension i pairs with i + n_dims/2), with
+// Rotary position embedding, NEOX layout (dimension i pairs with i + n_dims/2) or NORM
+// layout (dimension 2i pairs with 2i + 1, DeepSeek's MLA), with
 // optional YaRN scaling, following ggml's rope_yarn: the angle of pair i at position p
 // is p * base^(-2i/n_dims), computed by repeated multiplication as ggml does.
 #include <cstdint>
@@ -9,6 +10,7 @@ namespace epq {
 
 struct RopeParams {
   int n_dims = 0;
+  bool neox = true;  // false: NORM (adjacent) pairs
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;  // 1 / scaling factor
   float ext_factor = 0.0f;  // YaRN extrapolation mix (1 for yarn, 0 otherwise)

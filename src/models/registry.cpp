@@ -1,6 +1,7 @@
 // The architecture registry: general.architecture -> reader of its shape and loader.
 #include <fmt/format.h>
 
+#include "models/deepseek2.h"
 #include "models/laguna.h"
 #include "models/model.h"
 #include "models/qwen35moe.h"
@@ -21,6 +22,8 @@ const Architecture kArchitectures[] = {
     {"qwen3moe", qwen3moe_info, qwen3moe_state_bytes, load_qwen3moe},
     {"qwen35moe", qwen35moe_info, qwen35moe_state_bytes, load_qwen35moe},
     {"laguna", laguna_info, laguna_state_bytes, load_laguna},
+    {"deepseek2", deepseek2_info, deepseek2_state_bytes, load_deepseek2},
+    {"xing4_0", deepseek2_info, deepseek2_state_bytes, load_deepseek2},
 };
 
 const Architecture& find(const gguf::File& file) {

@@ -24,6 +24,22 @@ Matrix WeightBinder::matrix(const std::string& name, int64_t cols, int64_t rows)
   return {t.type, w_.get(f_, name), rows, cols, t.row_bytes()};
 }
 
+std::vector<Matrix> WeightBinder::stacked(const std::string& name, int64_t cols, int64_t rows, int64_t n) const {
+  const gguf::TensorInfo* t = f_.find_tensor(name);
+  if (t == nullptr) fail("{}: missing tensor '{}'", f_.path(), name);
+  if (t->dims.size() != 3 || t->dims[0] != cols || t->dims[1] != rows || t->dims[2] != n) {
+    fail("{}: tensor '{}' has shape {}, expected [{}, {}, {}]", f_.path(), name, t->shape_string(), cols, rows, n);
+  }
+  if (!quant::info(t->type).supported) {
+    fail("{}: tensor '{}' has type {}, which EPQ does not support (supported: {})", f_.path(), name, quant::name(t->type),
+         quant::supported_type_names());
+  }
+  const uint8_t* data = w_.get(f_, name);
+  std::vector<Matrix> out;
+  for (int64_t i = 0; i < n; ++i) out.push_back({t->type, data + static_cast<size_t>(i * rows) * t->row_bytes(), rows, cols, t->row_bytes()});
+  return out;
+}
+
 const float* WeightBinder::vector(const std::string& name, int64_t n) const {
   const gguf::TensorInfo* t = f_.find_tensor(name);
   if (t == nullptr) fail("{}: missing tensor '{}'", f_.path(), name);

@@ -4,6 +4,7 @@
 // line naming the tensor.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/matrix.h"
 #include "gguf/file.h"
@@ -23,6 +24,8 @@ class WeightBinder {
 
   // A [cols, rows] matrix of a supported type.
   Matrix matrix(const std::string& name, int64_t cols, int64_t rows) const;
+  // The n matrices of a [cols, rows, n] tensor (e.g. MLA's per-head k_b and v_b).
+  std::vector<Matrix> stacked(const std::string& name, int64_t cols, int64_t rows, int64_t n) const;
   // An F32 vector of n elements (norm weights, biases, gate vectors).
   const float* vector(const std::string& name, int64_t n) const;
   bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
