@@ -6,6 +6,7 @@
 #include <map>
 
 #include "app/commands.h"
+#include "synth/deepseek2.h"
 #include "synth/laguna.h"
 #include "synth/qwen35moe.h"
 #include "synth/qwen3moe.h"
@@ -43,8 +44,8 @@ const ShapeFlag kShapeFlags[] = {
     {"--tail-layers", &synth::Options::tail_layers, {}, "Layers at the end that use --tail-expert-type for their experts"},
     {"--shared-expert-ffn", &synth::Options::n_ff_shexp, {Arch::kQwen35Moe, Arch::kLaguna},
      "qwen35moe, laguna: shared expert feed-forward length"},
-    {"--rope-dims", &synth::Options::rope_dims, {Arch::kQwen35Moe, Arch::kLaguna},
-     "qwen35moe, laguna: rotated dims per full-attention head (n_rot)"},
+    {"--rope-dims", &synth::Options::rope_dims, {Arch::kQwen35Moe, Arch::kLaguna, Arch::kDeepseek2, Arch::kXing4},
+     "qwen35moe, laguna: rotated dims per full-attention head (n_rot); deepseek2, xing4_0: the rope part of --head-dim"},
     {"--full-attention-interval", &synth::Options::full_attention_interval, {Arch::kQwen35Moe},
      "qwen35moe: layer il is full attention iff (il+1) % N == 0, the rest Gated DeltaNet"},
     {"--ssm-conv-kernel", &synth::Options::ssm_conv_kernel, {Arch::kQwen35Moe}, "qwen35moe: causal conv width"},
@@ -55,8 +56,17 @@ const ShapeFlag kShapeFlags[] = {
     {"--sliding-window", &synth::Options::sliding_window, {Arch::kLaguna},
      "laguna: window of the sliding-window layers (il % 4 != 0); 0 makes every layer full"},
     {"--heads-swa", &synth::Options::n_head_swa, {Arch::kLaguna}, "laguna: query heads of the sliding-window layers"},
-    {"--dense-layers", &synth::Options::n_dense, {Arch::kLaguna}, "laguna: leading dense (expert-free) layers"},
-    {"--dense-ffn", &synth::Options::n_ff_dense, {Arch::kLaguna}, "laguna: feed-forward length of the dense layers"},
+    {"--dense-layers", &synth::Options::n_dense, {Arch::kLaguna, Arch::kDeepseek2, Arch::kXing4},
+     "laguna, deepseek2, xing4_0: leading dense (expert-free) layers"},
+    {"--dense-ffn", &synth::Options::n_ff_dense, {Arch::kLaguna, Arch::kDeepseek2, Arch::kXing4},
+     "laguna, deepseek2, xing4_0: feed-forward length of the dense layers"},
+    {"--q-lora", &synth::Options::q_lora, {Arch::kDeepseek2, Arch::kXing4}, "deepseek2, xing4_0: query LoRA rank (0: a plain attn_q)"},
+    {"--kv-lora", &synth::Options::kv_lora, {Arch::kDeepseek2, Arch::kXing4}, "deepseek2, xing4_0: KV latent rank (the cache row is this + --rope-dims)"},
+    {"--v-head", &synth::Options::v_head, {Arch::kDeepseek2, Arch::kXing4}, "deepseek2, xing4_0: value dims per head"},
+    {"--expert-groups", &synth::Options::expert_groups, {Arch::kDeepseek2, Arch::kXing4},
+     "deepseek2, xing4_0: expert groups of group-limited routing"},
+    {"--expert-groups-used", &synth::Options::expert_groups_used, {Arch::kDeepseek2, Arch::kXing4},
+     "deepseek2, xing4_0: groups a token's experts come from"},
 };
 
 std::string arch_list(const std::vector<Arch>& archs) {
@@ -93,9 +103,9 @@ std::string join(const std::vector<std::string>& names) {
 
 synth::Options base_options(const SynthArgs& a) {
   const auto arch = synth::arch_from_name(a.arch);
-  if (!arch) fail("unknown architecture '{}' (choose qwen3moe, qwen35moe or laguna)", a.arch);
+  if (!arch) fail("unknown architecture '{}' (choose qwen3moe, qwen35moe, laguna, deepseek2 or xing4_0)", a.arch);
   if (auto o = synth::preset(*arch, a.preset)) return *o;
-  for (Arch other : {Arch::kQwen3Moe, Arch::kQwen35Moe, Arch::kLaguna}) {
+  for (Arch other : {Arch::kQwen3Moe, Arch::kQwen35Moe, Arch::kLaguna, Arch::kDeepseek2, Arch::kXing4}) {
     if (other != *arch && synth::preset(other, a.preset)) {
       fail("preset '{}' is a {} preset, not a {} one: add --arch {} (or choose {})", a.preset, synth::arch_name(other),
            a.arch, synth::arch_name(other), join(synth::preset_names(*arch)));
@@ -126,7 +136,7 @@ void run(const SynthArgs& a) {
   apply(o.seed, a.seed);
   apply(o.zipf, a.zipf);
   if (o.arch == Arch::kQwen35Moe && (a.yarn_factor || a.yarn_orig_ctx)) {
-    fail("{} applies to --arch qwen3moe or laguna only ({} has no rope scaling)", a.yarn_factor ? "--yarn-factor" : "--yarn-orig-ctx",
+    fail("{} does not apply to --arch {} (it has no rope scaling)", a.yarn_factor ? "--yarn-factor" : "--yarn-orig-ctx",
          arch);
   }
   apply(o.yarn_factor, a.yarn_factor);
@@ -144,7 +154,7 @@ void run(const SynthArgs& a) {
     else if (flag == "--type-router") o.type_router = t;
     else if (flag == "--tail-expert-type") o.type_tail_experts = t;
     else if (flag == "--type-shexp") {
-      if (o.arch == Arch::kQwen3Moe) fail("--type-shexp applies to --arch qwen35moe or laguna only");
+      if (o.arch == Arch::kQwen3Moe) fail("--type-shexp does not apply to --arch qwen3moe (it has no shared expert)");
       o.type_shexp = t;
     }
   }
@@ -164,6 +174,11 @@ void run(const SynthArgs& a) {
     int full = 0;
     for (int l = 0; l < o.n_layer; ++l) full += o.recurrent(l) ? 0 : 1;
     shape = fmt::format("qwen35moe {} ({} Gated DeltaNet, {} full attention)", shape, o.n_layer - full, full);
+  } else if (o.mla()) {
+    synth::write_deepseek2(o, a.output, on_progress);
+    shape = fmt::format("{} {} ({} dense, MLA with kv_lora {}{}{})", arch, shape, o.n_dense, o.kv_lora,
+                        o.arch == Arch::kXing4 ? ", 4 hyper-connection streams" : "",
+                        o.nextn > 0 ? fmt::format(", {} MTP block", o.nextn) : "");
   } else if (o.arch == Arch::kLaguna) {
     synth::write_laguna(o, a.output, on_progress);
     int sliding = 0;
@@ -184,15 +199,17 @@ void run(const SynthArgs& a) {
 
 void add_synth_command(CLI::App& root) {
   auto args = std::make_shared<SynthArgs>();
-  CLI::App* c = root.add_subcommand("synth", "Write a qwen3moe, qwen35moe or laguna GGUF with random weights (for tests and benchmarks)");
+  CLI::App* c = root.add_subcommand("synth", "Write a qwen3moe, qwen35moe, laguna, deepseek2 or xing4_0 GGUF with random weights (for tests and benchmarks)");
   c->add_option("-o,--output", args->output, "Output GGUF path")->required();
   c->add_option("--arch", args->arch,
-                "qwen3moe (Qwen3 MoE), qwen35moe (Qwen3.5/3.6 MoE, Gated DeltaNet hybrid) or laguna (poolside Laguna)")
+                "qwen3moe (Qwen3 MoE), qwen35moe (Qwen3.5/3.6 MoE, Gated DeltaNet hybrid), laguna (poolside Laguna), "
+                "deepseek2 (DeepSeek-V2/V3 class, MLA) or xing4_0 (Xing4.0: MLA and hyper-connections)")
       ->capture_default_str();
   c->add_option("--preset", args->preset,
                 "qwen3moe: tiny (a few MB), small (~1 GB), qwen3-30b-a3b (~17 GB); "
                 "qwen35moe: tiny (~20 MB), small (~500 MB), qwen3.6-35b-a3b (~23 GB); "
-                "laguna: tiny (~20 MB), small (~500 MB), laguna-s-2.1 (~96 GB; --layers 12 keeps the BF16 share, ~24 GB)")
+                "laguna: tiny (~20 MB), small (~500 MB), laguna-s-2.1 (~96 GB; --layers 12 keeps the BF16 share, ~24 GB); "
+                "deepseek2: tiny, small, deepseek-v3 (~380 GB: cut it with --layers); xing4_0: tiny, small, xing4.0-29b-a4b (~19 GiB)")
       ->capture_default_str();
   for (const ShapeFlag& f : kShapeFlags) {
     std::string flag = f.flag;
@@ -205,8 +222,8 @@ void add_synth_command(CLI::App& root) {
                                         "Tensor type, e.g. Q4_K, Q6_K, Q8_0, BF16, F32");
   }
   c->add_option("--zipf", args->zipf, "Skew expert popularity: rank r is chosen ~ (r+1)^-S (0: uniform)");
-  c->add_option("--yarn-factor", args->yarn_factor, "qwen3moe, laguna: write YaRN rope scaling with this factor");
-  c->add_option("--yarn-orig-ctx", args->yarn_orig_ctx, "qwen3moe, laguna: YaRN original context length");
+  c->add_option("--yarn-factor", args->yarn_factor, "qwen3moe, laguna, deepseek2, xing4_0: write YaRN rope scaling with this factor");
+  c->add_option("--yarn-orig-ctx", args->yarn_orig_ctx, "qwen3moe, laguna, deepseek2, xing4_0: YaRN original context length");
   c->add_flag("--tied-output", args->tied_output, "Omit output.weight (the lm head reuses token_embd)");
   c->add_option("--seed", args->seed, "Random seed: the same seed gives a byte-identical file");
   c->add_option("-t,--threads", args->threads, "Threads (default: physical cores)");

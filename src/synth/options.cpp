@@ -16,12 +16,16 @@ const char* arch_name(Arch arch) {
   switch (arch) {
     case Arch::kQwen35Moe: return "qwen35moe";
     case Arch::kLaguna: return "laguna";
+    case Arch::kDeepseek2: return "deepseek2";
+    case Arch::kXing4: return "xing4_0";
     default: return "qwen3moe";
   }
 }
 
+constexpr Arch kArchs[] = {Arch::kQwen3Moe, Arch::kQwen35Moe, Arch::kLaguna, Arch::kDeepseek2, Arch::kXing4};
+
 std::optional<Arch> arch_from_name(const std::string& name) {
-  for (Arch a : {Arch::kQwen3Moe, Arch::kQwen35Moe, Arch::kLaguna}) {
+  for (Arch a : kArchs) {
     if (name == arch_name(a)) return a;
   }
   return std::nullopt;
@@ -233,12 +237,124 @@ std::optional<Options> laguna_preset(const std::string& name) {
   return std::nullopt;
 }
 
+// MLA presets (deepseek2, xing4_0): q_lora and kv_lora ranks, a head of 128 + 64 (scaled
+// down in tiny and small), sigmoid routing with a selection bias, scaled; an ungated
+// shared expert; YaRN with DeepSeek's log multiplier. xing4_0 adds four hyper-connection
+// streams and one MTP block.
+std::optional<Options> mla_preset(Arch arch, const std::string& name) {
+  Options o;
+  o.arch = arch;
+  const bool xing = arch == Arch::kXing4;
+  o.rope_freq_base = 10000.0;
+  o.n_head_kv = 1;
+  o.nextn = xing ? 1 : 0;
+  o.n_dense = xing ? 2 : 1;
+  o.type_shexp = quant::Type::Q8_0;
+  if (name == "tiny") {  // the shape of llama.cpp's reference files, a few MB
+    o.name = xing ? "epq-xing4_0-tiny" : "epq-deepseek2-tiny";
+    o.n_layer = xing ? 4 : 3;
+    o.n_expert = 8;
+    o.n_expert_used = 2;
+    o.n_embd = 256;
+    o.n_head = 4;
+    o.head_dim = 48;
+    o.rope_dims = 16;
+    o.q_lora = 64;
+    o.kv_lora = 64;
+    o.v_head = 32;
+    o.n_ff_exp = 128;
+    o.n_ff_dense = 512;
+    o.expert_groups = xing ? 1 : 2;
+    o.type_expert_down = quant::Type::Q8_0;  // rows of 128
+    o.context_length = 4096;
+    o.yarn_factor = 16;
+    o.yarn_original_context = 256;
+    return o;
+  }
+  if (name == "small") {  // 8 layers x 64 experts, a few hundred MB
+    o.name = xing ? "epq-xing4_0-small" : "epq-deepseek2-small";
+    o.n_layer = 8;
+    o.n_expert = 64;
+    o.n_expert_used = xing ? 4 : 6;
+    o.n_embd = 1024;
+    o.n_head = 16;
+    o.head_dim = 96;
+    o.rope_dims = 32;
+    o.q_lora = 384;
+    o.kv_lora = 256;
+    o.v_head = 64;
+    o.n_ff_exp = 256;
+    o.n_ff_dense = 2048;
+    o.expert_groups = xing ? 1 : 8;
+    o.context_length = 32768;
+    o.yarn_factor = 8;
+    o.yarn_original_context = 4096;
+    return o;
+  }
+  if (xing && name == "xing4.0-29b-a4b") {  // the real shape (seed report 002), IQ4_NL, about 19 GiB
+    o.name = "epq-xing4.0-29b-a4b-synthetic";
+    o.n_layer = 40;
+    o.n_expert = 64;
+    o.n_expert_used = 4;
+    o.n_embd = 3584;
+    o.n_head = 32;
+    o.head_dim = 192;
+    o.rope_dims = 64;
+    o.q_lora = 768;
+    o.kv_lora = 512;
+    o.v_head = 128;
+    o.n_ff_exp = 1024;
+    o.n_ff_dense = 9216;
+    o.context_length = 262144;
+    o.yarn_factor = 64;
+    o.yarn_original_context = 4096;
+    o.n_vocab = 131072;
+    for (quant::Type* t : {&o.type_expert, &o.type_expert_down, &o.type_attn, &o.type_attn_v, &o.type_shexp, &o.type_embd, &o.type_output}) {
+      *t = quant::Type::IQ4_NL;
+    }
+    return o;
+  }
+  if (!xing && name == "deepseek-v3") {  // DeepSeek-V3/R1's shape (61 layers, about 380 GB): cut it with --layers
+    o.name = "epq-deepseek-v3-synthetic";
+    o.n_layer = 61;
+    o.n_expert = 256;
+    o.n_expert_used = 8;
+    o.n_embd = 7168;
+    o.n_head = 128;
+    o.head_dim = 192;
+    o.rope_dims = 64;
+    o.q_lora = 1536;
+    o.kv_lora = 512;
+    o.v_head = 128;
+    o.n_ff_exp = 2048;
+    o.n_dense = 3;
+    o.n_ff_dense = 18432;
+    o.expert_groups = 8;
+    o.expert_groups_used = 4;
+    o.expert_scale = 2.5;
+    o.context_length = 163840;
+    o.yarn_factor = 40;
+    o.yarn_original_context = 4096;
+    o.n_vocab = 129280;
+    o.type_expert = quant::Type::Q4_K;
+    o.type_expert_down = quant::Type::Q4_K;
+    o.type_attn = quant::Type::Q8_0;
+    o.type_attn_v = quant::Type::Q8_0;
+    o.type_embd = quant::Type::Q4_K;
+    o.type_output = quant::Type::Q6_K;
+    return o;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<Options> preset(Arch arch, const std::string& name) {
   switch (arch) {
     case Arch::kQwen35Moe: return qwen35moe_preset(name);
     case Arch::kLaguna: return laguna_preset(name);
+    case Arch::kDeepseek2:
+    case Arch::kXing4: return mla_preset(arch, name);
     default: return qwen3moe_preset(name);
   }
 }
@@ -247,6 +363,8 @@ std::vector<std::string> preset_names(Arch arch) {
   switch (arch) {
     case Arch::kQwen35Moe: return {"tiny", "small", "qwen3.6-35b-a3b"};
     case Arch::kLaguna: return {"tiny", "small", "laguna-s-2.1"};
+    case Arch::kDeepseek2: return {"tiny", "small", "deepseek-v3"};
+    case Arch::kXing4: return {"tiny", "small", "xing4.0-29b-a4b"};
     default: return {"tiny", "small", "qwen3-30b-a3b"};
   }
 }
@@ -277,6 +395,35 @@ void validate_qwen35moe(const Options& o, const Fits& fits) {
   fits("--type-attn", o.type_attn, int64_t{o.ssm_heads} * o.ssm_state);  // ssm_out rows
   fits("--type-shexp", o.type_shexp, o.n_embd);
   fits("--type-shexp", o.type_shexp, o.n_ff_shexp);
+}
+
+template <typename Fits>
+void validate_mla(const Options& o, const Fits& fits) {
+  positive("--rope-dims", o.rope_dims);
+  positive("--kv-lora", o.kv_lora);
+  positive("--v-head", o.v_head);
+  positive("--expert-groups", o.expert_groups);
+  if (o.q_lora < 0) fail("synth: --q-lora must be 0 (a plain attn_q) or positive");
+  if (o.n_head_kv != 1) fail("synth: MLA files have one KV head (--heads-kv 1)");
+  if (o.rope_dims % 8 != 0 || o.rope_dims >= o.head_dim) {
+    fail("synth: --rope-dims must be a multiple of 8 below --head-dim {} (the rest is the no-rope part), got {}", o.head_dim, o.rope_dims);
+  }
+  if (o.kv_lora % 8 != 0) fail("synth: --kv-lora must be a multiple of 8");
+  if (o.n_dense < 0 || o.n_dense >= o.n_layer) fail("synth: --dense-layers must be 0..{} (one layer at least has experts)", o.n_layer - 1);
+  if (o.n_expert % o.expert_groups != 0 || o.expert_groups_used > o.expert_groups) {
+    fail("synth: --expert-groups {} must divide --experts {} and be at least --expert-groups-used {}", o.expert_groups, o.n_expert,
+         o.expert_groups_used);
+  }
+  if (o.q_lora > (1 << 16) || o.kv_lora > (1 << 16) || o.v_head > (1 << 12) || o.n_ff_dense > (1 << 20)) {
+    fail("synth: the shape is too large (--q-lora and --kv-lora at most 2^16, --v-head 2^12, --dense-ffn 2^20)");
+  }
+  if (o.q_lora > 0) fits("--type-attn", o.type_attn, o.q_lora);
+  fits("--type-attn", o.type_attn, o.head_dim - o.rope_dims);  // attn_k_b rows
+  fits("--type-attn", o.type_attn, o.kv_lora);                 // attn_v_b rows
+  fits("--type-attn", o.type_attn, int64_t{o.n_head} * o.v_head);
+  fits("--type-shexp", o.type_shexp, o.n_embd);
+  fits("--type-shexp", o.type_shexp, o.n_ff_exp);
+  if (o.n_dense > 0) fits("--type-shexp", o.type_shexp, o.n_ff_dense);
 }
 
 template <typename Fits>
@@ -353,6 +500,7 @@ void validate(const Options& o) {
   fits("--type-router", o.type_router, o.n_embd);
   if (o.arch == Arch::kQwen35Moe) validate_qwen35moe(o, fits);
   if (o.arch == Arch::kLaguna) validate_laguna(o, fits);
+  if (o.mla()) validate_mla(o, fits);
 }
 
 }  // namespace epq::synth

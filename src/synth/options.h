@@ -1,6 +1,7 @@
 #pragma once
 // What `epq synth` builds: the architecture (qwen3moe, the Gated DeltaNet hybrid
-// qwen35moe, or laguna with its sliding-window layers), its shape, the quant type of each tensor role, and the random seed.
+// qwen35moe, laguna with its sliding-window layers, the MLA models deepseek2 and
+// xing4_0), its shape, the quant type of each tensor role, and the random seed.
 // Presets give named starting points, per architecture.
 #include <cstdint>
 #include <optional>
@@ -11,7 +12,7 @@
 
 namespace epq::synth {
 
-enum class Arch { kQwen3Moe, kQwen35Moe, kLaguna };
+enum class Arch { kQwen3Moe, kQwen35Moe, kLaguna, kDeepseek2, kXing4 };
 
 const char* arch_name(Arch arch);  // the general.architecture string
 std::optional<Arch> arch_from_name(const std::string& name);
@@ -46,12 +47,20 @@ struct Options {
   int ssm_state = 64;                 // Dk = Dv of the linear-attention heads
   int ssm_groups = 2;                 // Hk, key/query heads
   int ssm_heads = 4;                  // Hv, value heads (ssm.time_step_rank)
-  // laguna only: sliding-window layers (il % 4 != 0) and leading dense layers.
+  // laguna only: sliding-window layers (il % 4 != 0).
   int sliding_window = 16;            // 0: every layer full attention
   int n_head_swa = 6;                 // query heads of the sliding-window layers (--heads: full layers)
+  bool gate_per_element_full = true;  // full layers' softplus gate per element, else per head
+  // laguna, deepseek2, xing4_0: leading dense layers.
   int n_dense = 1;                    // leading dense layers
   int n_ff_dense = 512;               // their feed-forward length
-  bool gate_per_element_full = true;  // full layers' softplus gate per element, else per head
+  // deepseek2, xing4_0: MLA (--heads query heads of head_dim = nope + rope_dims), groups, MTP.
+  int q_lora = 64;                    // 0: a plain attn_q
+  int kv_lora = 64;
+  int v_head = 32;                    // value dims per head
+  int expert_groups = 1, expert_groups_used = 1;
+  double expert_scale = 2.0;          // expert_weights_scale
+  int nextn = 0;                      // trailing MTP blocks (not run)
 
   quant::Type type_expert = quant::Type::Q4_K;       // ffn_gate_exps, ffn_up_exps
   quant::Type type_expert_down = quant::Type::Q6_K;  // ffn_down_exps
@@ -76,13 +85,14 @@ struct Options {
   }
   // qwen35moe: whether layer il is a Gated DeltaNet (linear attention) layer.
   bool recurrent(int layer) const { return (layer + 1) % full_attention_interval != 0; }
+  bool mla() const { return arch == Arch::kDeepseek2 || arch == Arch::kXing4; }
   // laguna: whether layer il is a sliding-window layer (llama.cpp's pattern 4).
   bool sliding(int layer) const { return sliding_window > 0 && layer % 4 != 0; }
 };
 
 // Named presets per architecture. qwen3moe: tiny, small, qwen3-30b-a3b. qwen35moe: tiny,
-// small, qwen3.6-35b-a3b. laguna: tiny, small, laguna-s-2.1. Returns nullopt for an
-// unknown name.
+// small, qwen3.6-35b-a3b. laguna: tiny, small, laguna-s-2.1. deepseek2: tiny, small,
+// deepseek-v3. xing4_0: tiny, small, xing4.0-29b-a4b. Returns nullopt for an unknown name.
 std::optional<Options> preset(Arch arch, const std::string& name);
 std::vector<std::string> preset_names(Arch arch);
 // The qwen3moe presets.

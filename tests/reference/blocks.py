@@ -1,12 +1,14 @@
-"""Blocks shared by the numpy reference models (qwen3moe.py, qwen35moe.py, laguna.py).
+"""Blocks shared by the numpy reference models (qwen3moe.py, qwen35moe.py, laguna.py,
+deepseek2.py, xing4_0.py).
 
 A model is a GGUFModel: it reads its file, dequantizes weights on first use and caches
 them in the compute dtype, and multiplies through matmul(), which applies the engine's
 activation rounding when emulate_q8 is on. The functions below are the pieces the
-graphs use in the same way: norms, NEOX rope (optionally partial, optionally YaRN),
-causal grouped-query attention (optionally over a sliding window), the float16 KV cache,
-top-k routing (softmax or sigmoid scores, optionally a selection-only bias, a
-renormalisation and a scale) and the SwiGLU expert FFN. `Choices` records the near-ties of the
+graphs use in the same way: norms, rope (NEOX or NORM pairing, optionally partial,
+optionally YaRN), causal grouped-query attention (optionally over a sliding window, with
+its own scale and value width), the float16 KV cache, top-k routing (softmax or sigmoid
+scores, optionally a selection-only bias, group-limited selection, a renormalisation and
+a scale) and the SwiGLU expert FFN. `Choices` records the near-ties of the
 roundings and routing of one forward pass (see follow_ties.py).
 """
 import math
@@ -101,8 +103,8 @@ def rope_cos_sin(positions, n_rot, base, yarn=None, attn_factor=1.0):
 
 
 def apply_rope(x, cos, sin, n_rot):
-    """x: (n_tokens, n_heads, head_dim). Element i < n_rot/2 pairs with i + n_rot/2;
-    elements from n_rot on pass through."""
+    """NEOX pairing. x: (n_tokens, n_heads, head_dim). Element i < n_rot/2 pairs with
+    i + n_rot/2; elements from n_rot on pass through."""
     half = n_rot // 2
     x0 = x[..., :half]
     x1 = x[..., half:n_rot]
@@ -114,14 +116,28 @@ def apply_rope(x, cos, sin, n_rot):
     return out
 
 
+def apply_rope_norm(x, cos, sin, n_rot):
+    """NORM pairing (llama.cpp's LLAMA_ROPE_TYPE_NORM, ggml mode 0): x (n_tokens,
+    n_heads, head_dim); elements 2i and 2i+1 (i < n_rot/2) rotate by angle i (cos[:, i],
+    sin[:, i] from rope_cos_sin); elements from n_rot on pass through."""
+    x0 = x[..., 0:n_rot:2]
+    x1 = x[..., 1:n_rot:2]
+    c = cos[:, None, :]
+    s = sin[:, None, :]
+    out = x.copy()
+    out[..., 0:n_rot:2] = x0 * c - x1 * s
+    out[..., 1:n_rot:2] = x0 * s + x1 * c
+    return out
+
+
 # ---- attention ----
 
-def causal_attention(q, k, v, pos, dtype, window=None):
-    """Softmax attention of queries q (n_tok, H, D) at positions `pos` over keys and
-    values k, v (n_ctx, Hkv, D) at positions 0..n_ctx-1, scale 1/sqrt(D). Query head h
-    reads kv head h / (H / Hkv). window: None (every earlier key), or n: the query at
-    position i sees the keys j with i - n < j <= i (itself and the n-1 before it).
-    Returns (n_tok, H, D)."""
+def causal_attention(q, k, v, pos, dtype, window=None, scale=None):
+    """Softmax attention of queries q (n_tok, H, D) at positions `pos` over keys k
+    (n_ctx, Hkv, D) and values v (n_ctx, Hkv, Dv) at positions 0..n_ctx-1, scale
+    1/sqrt(D) unless given. Query head h reads kv head h / (H / Hkv). window: None (every
+    earlier key), or n: the query at position i sees the keys j with i - n < j <= i
+    (itself and the n-1 before it). Returns (n_tok, H, Dv)."""
     n_tok, H, D = q.shape
     if H % k.shape[1]:
         raise ValueError(f"{H} query heads do not group over {k.shape[1]} kv heads")
@@ -130,10 +146,11 @@ def causal_attention(q, k, v, pos, dtype, window=None):
     causal = keys <= pos[:, None]     # (query, key)
     if window is not None:
         causal &= pos[:, None] - keys < window
-    heads = np.empty((n_tok, H, D), dtype=dtype)
+    heads = np.empty((n_tok, H, v.shape[2]), dtype=dtype)
     for head in range(H):
         kv = head // group
-        scores = (q[:, head, :] @ k[:, kv, :].T) / math.sqrt(D)
+        scores = q[:, head, :] @ k[:, kv, :].T
+        scores = scores / math.sqrt(D) if scale is None else scores * scale
         scores = np.where(causal, scores, -np.inf)
         heads[:, head, :] = softmax(scores, axis=1) @ v[:, kv, :]
     return heads
@@ -224,11 +241,14 @@ class GGUFModel:
         return np.concatenate([past_k, k]), np.concatenate([past_v, v])
 
     def routed_moe(self, layer, h, pos, gating="softmax", selection_bias=None, norm=True,
-                   scale=None):
+                   scale=None, groups=None):
         """The routed experts of blk.<layer> on the normed rows h: scores over all
         experts (softmax, or a sigmoid per expert, of the router's logits), the top
         n_expert_used of the scores (plus the tensor `selection_bias`, if named: it
-        enters the selection only), their unbiased scores as weights, renormalised
+        enters the selection only; groups=(G, used) with G > 1: only experts of the
+        `used` groups of highest score count, a group being NX/G consecutive experts and
+        its score the sum of its two highest selection scores, as llama.cpp's
+        build_moe_ffn), their unbiased scores as weights, renormalised
         (if norm; the sum clamped below at MIN_WEIGHT_SUM), times `scale` (if given);
         each expert silu(gate h) * (up h) -> down; the outputs summed in selection
         order. Gate and up come from ffn_gate_exps/ffn_up_exps, or from a fused
@@ -245,10 +265,13 @@ class GGUFModel:
 
         # The K best experts, descending. Without a bias the router logits order them as
         # the scores do (and measure their near-ties); with one, the biased scores do.
-        if selection_bias is None:
+        grouped = groups is not None and groups[0] > 1
+        if selection_bias is None and not grouped:
             selected = self.choices.route(probs, router, K, layer, pos)    # (n_tok, K)
         else:
-            biased = probs + self.weight(selection_bias)
+            biased = probs if selection_bias is None else probs + self.weight(selection_bias)
+            if grouped:
+                biased = limit_to_groups(biased, groups[0], groups[1], K)
             selected = self.choices.route(biased, biased, K, layer, pos)
         weights = np.take_along_axis(probs, selected, axis=1)
         if norm:
@@ -290,6 +313,24 @@ class GGUFModel:
         up = self.matmul(f"{pre}ffn_up{suffix}.weight", h, pre + "ffn_in", pos)
         return self.matmul(f"{pre}ffn_down{suffix}.weight", silu(gate) * up,
                            f"{pre}ffn_down{suffix}", pos)
+
+
+def limit_to_groups(scores, n_group, n_used, k):
+    """scores (n_tok, NX) with the experts outside each row's n_used best groups set to
+    -inf. Groups are NX/n_group consecutive experts; a group's score is the sum of its
+    two highest scores (its one score if a group has one expert); ties to the lower
+    group."""
+    n_tok, n_expert = scores.shape
+    size = n_expert // n_group
+    if n_expert % n_group or size * n_used < k:
+        raise ValueError(f"{n_expert} experts in {n_group} groups, {n_used} used, "
+                         f"cannot pick {k}")
+    by_group = np.sort(scores.reshape(n_tok, n_group, size), axis=2)
+    group_score = by_group[:, :, -min(2, size):].sum(axis=2)       # (n_tok, G)
+    kept = np.argsort(-group_score, axis=1, kind="stable")[:, :n_used]
+    keep = np.zeros((n_tok, n_group), dtype=bool)
+    np.put_along_axis(keep, kept, True, axis=1)
+    return np.where(np.repeat(keep, size, axis=1), scores, -np.inf)
 
 
 def round_float(x, ttype):

@@ -12,13 +12,15 @@ the two logits files it prints: the root-mean-square logit difference over all p
 and the vocabulary as a fraction of the standard deviation of llama.cpp's logits, the
 fraction of positions where the two agree on the top-1 token, and the largest |difference|.
 The folder's README calls a quantized model matched at rms <= 3% of the std and top-1
-agreement >= 0.9.
+agreement >= 0.9, a model on the F32 files (deepseek2, xing4_0; made with an F32 KV
+cache: compare with --no-kv-f16) at rms <= 0.5% and top-1 >= 0.98.
 
 --matrix runs float64 with and without --emulate-q8-activations (the engine's and
 llama.cpp's rounding of every product's input), for qwen35moe recurrent and chunked, one
-line each, and the two delta-rule forms against each other. --delta-form and --chunk
-apply to qwen35moe only. The reference model follows general.architecture
-(run_reference.MODELS: qwen3moe, qwen35moe, laguna).
+line each, and the two delta-rule forms against each other (with --no-kv-f16: an F32 KV
+cache). --delta-form and --chunk apply to qwen35moe only. The reference model follows
+general.architecture (run_reference.MODELS: qwen3moe, qwen35moe, laguna, deepseek2,
+xing4_0).
 """
 import argparse
 import os
@@ -90,7 +92,7 @@ def report(label, logits, theirs, seconds):
     cells = []
     for name in LOGITS_FILES:
         rms, top1, worst = metrics(logits, theirs[name])
-        cells.append(f"{name}: rms/std {100 * rms:.2f}%  top-1 {top1:.3f}  max {worst:.3f}")
+        cells.append(f"{name}: rms/std {100 * rms:.3g}%  top-1 {top1:.3f}  max {worst:.3g}")
     print(f"{label:<34} {seconds:5.1f}s | " + " | ".join(cells))
 
 
@@ -107,8 +109,8 @@ def main(argv=None):
 
     path, tokens, theirs = load(args.folder)
     rms, top1, worst = metrics(theirs[LOGITS_FILES[1]], theirs[LOGITS_FILES[0]])
-    print(f"llama.cpp, one token at a time against one batch: rms/std {100 * rms:.2f}%  "
-          f"top-1 {top1:.3f}  max {worst:.3f}")
+    print(f"llama.cpp, one token at a time against one batch: rms/std {100 * rms:.3g}%  "
+          f"top-1 {top1:.3f}  max {worst:.3g}")
 
     # The delta-rule options are qwen35moe's only.
     delta = model_class(path).ARCH == "qwen35moe"
@@ -124,7 +126,7 @@ def main(argv=None):
     by_form = {}
     for emulate_q8 in (False, True):
         for form in ("recurrent", "chunked") if delta else (None,):
-            options = dict(emulate_q8=emulate_q8)
+            options = dict(emulate_q8=emulate_q8, kv_f16=args.kv_f16)
             if delta:
                 options.update(delta_form=form, chunk=args.chunk)
             logits, seconds = run(path, tokens, **options)

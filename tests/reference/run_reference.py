@@ -21,14 +21,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 
 from follow_ties import follow_ties  # noqa: E402
+from deepseek2 import DeepSeek2  # noqa: E402
 from gguf_reader import GGUFFile  # noqa: E402
 from laguna import Laguna  # noqa: E402
 from logits_file import read_logits, write_logits  # noqa: E402
 from qwen3moe import Qwen3MoE  # noqa: E402
 from qwen35moe import Qwen35MoE  # noqa: E402
+from xing4_0 import Xing4_0  # noqa: E402
 
 # general.architecture -> reference model class.
-MODELS = {Qwen3MoE.ARCH: Qwen3MoE, Qwen35MoE.ARCH: Qwen35MoE, Laguna.ARCH: Laguna}
+MODELS = {Qwen3MoE.ARCH: Qwen3MoE, Qwen35MoE.ARCH: Qwen35MoE, Laguna.ARCH: Laguna,
+          DeepSeek2.ARCH: DeepSeek2, Xing4_0.ARCH: Xing4_0}
 
 
 def main(argv=None):
