@@ -57,7 +57,7 @@ class BadModels(unittest.TestCase):
         with open(model, "rb") as f:
             header = f.read(1 << 16)
         bad = patched("arch.gguf", model, header.index(b"qwen3moe"), b"qwen9moe")
-        expect_error(self, bad, "unsupported architecture 'qwen9moe' (supported: qwen3moe, qwen35moe)")
+        expect_error(self, bad, "unsupported architecture 'qwen9moe' (supported: qwen3moe, qwen35moe, laguna, deepseek2, xing4_0)")
 
     def test_missing_tensor(self):
         model = synth("tiny.gguf", "--preset", "tiny")
