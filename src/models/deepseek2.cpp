@@ -1,7 +1,7 @@
 // DeepSeek-V2/V3 and Xing4.0, as llama.cpp builds them (src/models/deepseek2.cpp, xing4_0.cpp):
 //   x = embed(tokens)
 //   per layer:  x += mla_attention(rms_norm(x, attn_norm))
-//               x += l < n_dense ? dense_ffn(h) : moe(h) + shared_expert(h),  h = rms_norm(x, ffn_norm)
+//               x += feed_forward(rms_norm(x, ffn_norm)): l < n_dense ? dense_ffn : moe + shared_expert
 //   logits = output(rms_norm(x))
 // The router is softmax or sigmoid with an optional selection bias and group-limited
 // top-k, its weights optionally normalised, then scaled; the shared experts have no gate.
@@ -13,11 +13,10 @@
 #include <optional>
 
 #include "models/architecture_base.h"
+#include "models/feed_forward.h"
 #include "models/hparams.h"
 #include "models/hyper_connections.h"
 #include "models/mla_attention.h"
-#include "models/routed_moe.h"
-#include "models/swiglu_ffn.h"
 #include "util/error.h"
 
 namespace epq::models {
@@ -25,10 +24,10 @@ namespace {
 
 struct Hparams {
   std::string arch;
-  int n_embd = 0, n_vocab = 0, n_layer = 0, n_ctx_train = 0, n_dense = 0, n_ff_dense = 0, n_ff_shared = 0;
+  int n_embd = 0, n_vocab = 0, n_layer = 0, n_ctx_train = 0;
   float rms_eps = 1e-6f;
   MlaShape mla;
-  MoeShape moe;
+  FeedForwardShape ffn;
   std::optional<HcShape> hc;  // xing4_0
 };
 
@@ -44,18 +43,19 @@ Hparams read_hparams(const gguf::File& f, const ModelOptions& options) {
   h.n_ctx_train = r.count("context_length");
   h.n_vocab = r.vocab_size();
   h.rms_eps = r.real("attention.layer_norm_rms_epsilon", 1e-12, 0.1);
-  h.n_dense = r.count_or_zero("leading_dense_block_count");
-  if (h.n_dense >= h.n_layer) fail("{}: {} leading dense blocks leave no MoE layer of {}", f.path(), h.n_dense, h.n_layer);
-  if (h.n_dense > 0) h.n_ff_dense = r.count("feed_forward_length");
+  FeedForwardShape& ffn = h.ffn;
+  ffn.n_dense = r.count_or_zero("leading_dense_block_count");
+  if (ffn.n_dense >= h.n_layer) fail("{}: {} leading dense blocks leave no MoE layer of {}", f.path(), ffn.n_dense, h.n_layer);
+  if (ffn.n_dense > 0) ffn.n_ff_dense.assign(static_cast<size_t>(ffn.n_dense), r.count("feed_forward_length"));
   h.mla = read_mla_shape(r, n_embd, h.n_ctx_train, h.rms_eps);
 
-  MoeShape& m = h.moe;
+  MoeShape& m = ffn.moe;
   m.n_embd = n_embd;
   m.n_expert = r.count("expert_count");
   m.n_expert_used = r.expert_used(m.n_expert, options.expert_used);
   const std::vector<int> n_ff = r.per_layer("expert_feed_forward_length", block_count);
-  m.n_ff = n_ff[static_cast<size_t>(h.n_dense)];
-  for (int l = h.n_dense; l < h.n_layer; ++l) {
+  m.n_ff = n_ff[static_cast<size_t>(ffn.n_dense)];
+  for (int l = ffn.n_dense; l < h.n_layer; ++l) {
     if (n_ff[static_cast<size_t>(l)] != m.n_ff) fail("{}: expert feed-forward lengths that differ between layers are not supported", f.path());
   }
   // Softmax unless the file says otherwise; GLM-4.7-Lite files (47 or 48 blocks, a
@@ -63,7 +63,8 @@ Hparams read_hparams(const gguf::File& f, const ModelOptions& options) {
   const bool glm_lite = (block_count == 47 || block_count == 48) && h.n_vocab == 154880;
   m.router = read_router_config(r, {glm_lite ? RouterConfig::Gating::kSigmoid : RouterConfig::Gating::kSoftmax, false});
   if (m.n_expert % m.router.n_group != 0) fail("{}: {} experts do not split into {} groups", f.path(), m.n_expert, m.router.n_group);
-  h.n_ff_shared = m.n_ff * r.count_or_zero("expert_shared_count");
+  ffn.n_ff_shared = m.n_ff * r.count_or_zero("expert_shared_count");
+  ffn.selection_bias = true;
 
   if (h.arch == "xing4_0") {
     HcShape& c = h.hc.emplace();
@@ -82,16 +83,12 @@ class State : public BatchState {
   State(StateAllocator& alloc, const Hparams& h, int n_ctx, int batch, int n_threads)
       : BatchState(alloc, n_ctx, batch, h.n_embd),
         attention(alloc, h.mla, h.n_layer, n_ctx, batch, n_threads),
-        dense(alloc, h.n_embd, h.n_ff_dense, batch),
-        moe(alloc, h.moe, batch),
-        shared_expert(alloc, h.n_embd, h.n_ff_shared, batch) {
+        ffn(alloc, h.ffn, batch) {
     if (h.hc) hc.emplace(alloc, *h.hc, batch);
   }
 
   MlaAttention attention;
-  SwigluFfn dense;
-  RoutedMoe moe;
-  SwigluFfn shared_expert;
+  FeedForward ffn;
   std::optional<HyperConnections> hc;
 };
 
@@ -99,9 +96,7 @@ struct Layer {
   const float* attn_norm;
   MlaWeights attn;
   const float* ffn_norm;
-  FfnWeights dense;  // dense layers
-  MoeWeights moe;    // the others
-  FfnWeights shared_expert;
+  FeedForwardWeights ffn;
   HcWeights hc_attn, hc_ffn;  // xing4_0
 };
 
@@ -115,12 +110,7 @@ class Deepseek2 : public ModelBase<Hparams, State> {
       L.attn_norm = w_.vector(layer_tensor(l, "attn_norm"), E);
       L.attn = bind_mla(w_, l, h_.mla);
       L.ffn_norm = w_.vector(layer_tensor(l, "ffn_norm"), E);
-      if (l < h_.n_dense) {
-        L.dense = bind_ffn(w_, l, "", E, h_.n_ff_dense, false);
-      } else {
-        L.moe = bind_moe(w_, l, h_.moe, w_.has("blk." + std::to_string(l) + ".exp_probs_b.bias"));
-        if (h_.n_ff_shared > 0) L.shared_expert = bind_ffn(w_, l, "_shexp", E, h_.n_ff_shared, false);
-      }
+      L.ffn = bind_feed_forward(w_, l, h_.ffn);
       if (h_.hc) {
         L.hc_attn = bind_hc(w_, l, "attn", *h_.hc);
         L.hc_ffn = bind_hc(w_, l, "ffn", *h_.hc);
@@ -148,15 +138,7 @@ class Deepseek2 : public ModelBase<Hparams, State> {
       for (int l = 0; l < h_.n_layer; ++l) {
         const Layer& L = layers_[static_cast<size_t>(l)];
         sublayer(L.hc_attn, L.attn_norm, [&] { s.attention.forward(pool, L.attn, l, act, T, pos0); });
-        sublayer(L.hc_ffn, L.ffn_norm, [&] {
-          if (l < h_.n_dense) {
-            act.clear_output(T);
-            s.dense.forward(pool, L.dense, act, T, act.out.as<float>());
-            return;
-          }
-          s.moe.forward(pool, L.moe, info_.experts[static_cast<size_t>(l)], l, experts, act, T, timing);
-          if (h_.n_ff_shared > 0) s.shared_expert.forward(pool, L.shared_expert, act, T, act.out.as<float>());
-        });
+        sublayer(L.hc_ffn, L.ffn_norm, [&] { s.ffn.forward(pool, L.ffn, l, info_.experts[static_cast<size_t>(l)], experts, act, T, timing); });
       }
       if (s.hc) s.hc->finish(act, T);
     });
@@ -171,7 +153,7 @@ class Deepseek2 : public ModelBase<Hparams, State> {
 ModelInfo deepseek2_info(const gguf::File& f, const ModelOptions& options) {
   const Hparams h = read_hparams(f, options);
   matrix_tensor(f, "token_embd.weight", h.n_embd, h.n_vocab);
-  return moe_model_info(f, h.arch, {h.n_vocab, h.n_embd, h.n_layer, h.n_ctx_train}, h.moe, h.n_dense);
+  return moe_model_info(f, h.arch, {h.n_vocab, h.n_embd, h.n_layer, h.n_ctx_train}, h.ffn.moe, h.ffn.n_dense);
 }
 
 uint64_t deepseek2_state_bytes(const gguf::File& f, const ModelOptions& options, int n_ctx, int max_tokens, int n_threads) {

@@ -3,7 +3,7 @@
 //   per layer:  h = rms_norm(x, attn_norm)
 //               x += attention_l(h) * softplus(attn_gate h), before attn_output
 //               h = rms_norm(x, ffn_norm)
-//               x += l < n_dense ? dense_ffn(h) : moe(h) + shared_expert(h)
+//               x += feed_forward(h): l < n_dense ? dense_ffn(h) : moe(h) + shared_expert(h)
 //   logits = output(rms_norm(x))
 // With attention.sliding_window = W > 0, layer l is sliding-window iff l % P != 0
 // (P = attention.sliding_window_pattern, 4 by default): plain rope with its own base and
@@ -17,22 +17,20 @@
 #include <algorithm>
 
 #include "models/architecture_base.h"
+#include "models/feed_forward.h"
 #include "models/gqa_attention.h"
 #include "models/hparams.h"
-#include "models/routed_moe.h"
-#include "models/swiglu_ffn.h"
 #include "util/error.h"
 
 namespace epq::models {
 namespace {
 
 struct Hparams {
-  int n_embd = 0, n_vocab = 0, n_layer = 0, n_ctx_train = 0, n_dense = 0, n_ff_dense = 0, n_ff_shared = 0;
+  int n_embd = 0, n_vocab = 0, n_layer = 0, n_ctx_train = 0;
   float rms_eps = 1e-6f;
   std::vector<GqaShape> attention_kinds;  // distinct (window, heads) shapes
   std::vector<int> kind_of_layer;
-  std::vector<int> n_ff;                  // per layer, for the dense layers
-  MoeShape moe;
+  FeedForwardShape ffn;
 };
 
 Hparams read_hparams(const gguf::File& f, const ModelOptions& options) {
@@ -43,9 +41,11 @@ Hparams read_hparams(const gguf::File& f, const ModelOptions& options) {
   h.n_ctx_train = r.count("context_length");
   h.n_vocab = r.vocab_size();
   h.rms_eps = r.real("attention.layer_norm_rms_epsilon", 1e-12, 0.1);
-  h.n_dense = r.count_or_zero("leading_dense_block_count");
-  if (h.n_dense > h.n_layer) fail("{}: {} leading dense blocks exceed the {} blocks", f.path(), h.n_dense, h.n_layer);
-  if (h.n_dense > 0) h.n_ff = r.per_layer("feed_forward_length", h.n_layer);
+  FeedForwardShape& ffn = h.ffn;
+  ffn.n_dense = r.count_or_zero("leading_dense_block_count");
+  if (ffn.n_dense > h.n_layer) fail("{}: {} leading dense blocks exceed the {} blocks", f.path(), ffn.n_dense, h.n_layer);
+  if (ffn.n_dense > 0) ffn.n_ff_dense = r.per_layer("feed_forward_length", h.n_layer);
+  ffn.n_ff_dense.resize(static_cast<size_t>(ffn.n_dense));
 
   const std::vector<int> n_head = r.per_layer("attention.head_count", h.n_layer);
   const int window = r.count_or_zero("attention.sliding_window");
@@ -73,23 +73,21 @@ Hparams read_hparams(const gguf::File& f, const ModelOptions& options) {
     if (kind == h.attention_kinds.end()) h.attention_kinds.push_back(s);
   }
 
-  MoeShape& m = h.moe;
+  MoeShape& m = ffn.moe;
   m.n_embd = n_embd;
   m.n_expert = r.count("expert_count");
   m.n_expert_used = r.expert_used(m.n_expert, options.expert_used);
   m.n_ff = r.count("expert_feed_forward_length");
   m.router = read_router_config(r, {RouterConfig::Gating::kSigmoid, false});
-  h.n_ff_shared = r.count_or("expert_shared_feed_forward_length", int64_t{m.n_ff} * r.count_or("expert_shared_count", 1));
+  ffn.n_ff_shared = r.count_or("expert_shared_feed_forward_length", int64_t{m.n_ff} * r.count_or("expert_shared_count", 1));
+  ffn.selection_bias = true;
   return h;
 }
 
 class State : public BatchState {
  public:
   State(StateAllocator& alloc, const Hparams& h, int n_ctx, int batch, int n_threads)
-      : BatchState(alloc, n_ctx, batch, h.n_embd),
-        dense(alloc, h.n_embd, h.n_dense > 0 ? *std::max_element(h.n_ff.begin(), h.n_ff.begin() + h.n_dense) : 0, batch),
-        moe(alloc, h.moe, batch),
-        shared_expert(alloc, h.n_embd, h.n_ff_shared, batch) {
+      : BatchState(alloc, n_ctx, batch, h.n_embd), ffn(alloc, h.ffn, batch) {
     attention.reserve(h.attention_kinds.size());
     for (size_t k = 0; k < h.attention_kinds.size(); ++k) {
       const int layers = static_cast<int>(std::count(h.kind_of_layer.begin(), h.kind_of_layer.end(), static_cast<int>(k)));
@@ -103,9 +101,7 @@ class State : public BatchState {
   }
 
   std::vector<GqaAttention> attention;  // one per attention kind
-  SwigluFfn dense;
-  RoutedMoe moe;
-  SwigluFfn shared_expert;
+  FeedForward ffn;
 };
 
 struct Layer {
@@ -113,9 +109,7 @@ struct Layer {
   const float* attn_norm;
   GqaWeights attn;
   const float* ffn_norm;
-  FfnWeights dense;  // dense layers
-  MoeWeights moe;    // the others
-  FfnWeights shared_expert;
+  FeedForwardWeights ffn;
 };
 
 class Laguna : public ModelBase<Hparams, State> {
@@ -131,12 +125,7 @@ class Laguna : public ModelBase<Hparams, State> {
       L.attn_norm = w_.vector(layer_tensor(l, "attn_norm"), E);
       L.attn = bind_gqa(w_, l, h_.attention_kinds[static_cast<size_t>(L.kind)], true);
       L.ffn_norm = w_.vector(layer_tensor(l, "ffn_norm"), E);
-      if (l < h_.n_dense) {
-        L.dense = bind_ffn(w_, l, "", E, h_.n_ff[static_cast<size_t>(l)], false);
-      } else {
-        L.moe = bind_moe(w_, l, h_.moe, true);
-        L.shared_expert = bind_ffn(w_, l, "_shexp", E, h_.n_ff_shared, false);
-      }
+      L.ffn = bind_feed_forward(w_, l, h_.ffn);
       layers_.push_back(L);
     }
   }
@@ -153,13 +142,7 @@ class Laguna : public ModelBase<Hparams, State> {
         s.attention[static_cast<size_t>(L.kind)].forward(pool, L.attn, L.slot, act, T, pos0);
         act.add_output(T);
         act.norm_input(pool, L.ffn_norm, h_.rms_eps, T);
-        if (l < h_.n_dense) {
-          act.clear_output(T);
-          s.dense.forward(pool, L.dense, act, T, act.out.as<float>());
-        } else {
-          s.moe.forward(pool, L.moe, info_.experts[static_cast<size_t>(l)], l, experts, act, T, timing);
-          s.shared_expert.forward(pool, L.shared_expert, act, T, act.out.as<float>());
-        }
+        s.ffn.forward(pool, L.ffn, l, info_.experts[static_cast<size_t>(l)], experts, act, T, timing);
         act.add_output(T);
       }
     });
@@ -174,7 +157,7 @@ class Laguna : public ModelBase<Hparams, State> {
 ModelInfo laguna_info(const gguf::File& f, const ModelOptions& options) {
   const Hparams h = read_hparams(f, options);
   matrix_tensor(f, "token_embd.weight", h.n_embd, h.n_vocab);
-  return moe_model_info(f, "laguna", {h.n_vocab, h.n_embd, h.n_layer, h.n_ctx_train}, h.moe, h.n_dense);
+  return moe_model_info(f, "laguna", {h.n_vocab, h.n_embd, h.n_layer, h.n_ctx_train}, h.ffn.moe, h.ffn.n_dense);
 }
 
 uint64_t laguna_state_bytes(const gguf::File& f, const ModelOptions& options, int n_ctx, int max_tokens, int n_threads) {

@@ -5,7 +5,7 @@
 //   per layer:  h = rms_norm(x, attn_norm)
 //               x += recurrent(l) ? gated_delta_net(h) : gated_attention(h)
 //               h = rms_norm(x, post_attention_norm)           (the pre-FFN norm)
-//               x += moe(h) + sigmoid(g . h) * shared_expert(h)
+//               x += feed_forward(h) = moe(h) + sigmoid(g . h) * shared_expert(h)
 //   logits = output(rms_norm(x))
 // Layer l is recurrent unless (l + 1) % full_attention_interval == 0. Trailing MTP
 // (NextN) blocks, nextn_predict_layers of them, are not part of the forward pass.
@@ -14,23 +14,22 @@
 #include "models/qwen35moe.h"
 
 #include "models/architecture_base.h"
+#include "models/feed_forward.h"
 #include "models/gated_delta_net.h"
 #include "models/gqa_attention.h"
 #include "models/hparams.h"
-#include "models/routed_moe.h"
-#include "models/swiglu_ffn.h"
 #include "util/error.h"
 
 namespace epq::models {
 namespace {
 
 struct Hparams {
-  int n_embd = 0, n_vocab = 0, n_layer = 0, n_ctx_train = 0, n_ff_shared = 0;
+  int n_embd = 0, n_vocab = 0, n_layer = 0, n_ctx_train = 0;
   float rms_eps = 1e-6f;
   std::vector<bool> recurrent;  // per layer
   GqaShape attn;
   DeltaNetShape delta;
-  MoeShape moe;
+  FeedForwardShape ffn;
   int count(bool rec) const { return static_cast<int>(std::count(recurrent.begin(), recurrent.end(), rec)); }
 };
 
@@ -71,13 +70,14 @@ Hparams read_hparams(const gguf::File& f, const ModelOptions& options) {
     fail("{}: ssm.inner_size {} != time_step_rank x state_size = {}", f.path(), inner, d.value_dim());
   }
 
-  MoeShape& m = h.moe;
+  MoeShape& m = h.ffn.moe;
   m.n_embd = n_embd;
   m.n_expert = r.count("expert_count");
   m.n_expert_used = r.expert_used(m.n_expert, options.expert_used);
   const int n_ff = r.count_or("feed_forward_length", 1);
   m.n_ff = r.count_or("expert_feed_forward_length", n_ff / m.n_expert_used);
-  h.n_ff_shared = r.count_or("expert_shared_feed_forward_length", n_ff);
+  h.ffn.n_ff_shared = r.count_or("expert_shared_feed_forward_length", n_ff);
+  h.ffn.shared_gated = true;
 
   const int interval = r.count_or("full_attention_interval", 4);
   for (int l = 0; l < h.n_layer; ++l) h.recurrent.push_back((l + 1) % interval != 0);
@@ -90,16 +90,14 @@ class State : public BatchState {
       : BatchState(alloc, n_ctx, batch, h.n_embd),
         attention(alloc, h.attn, h.count(false), n_ctx, batch, n_threads),
         delta_net(alloc, h.delta, h.count(true), batch, n_threads),
-        moe(alloc, h.moe, batch),
-        shared_expert(alloc, h.n_embd, h.n_ff_shared, batch) {}
+        ffn(alloc, h.ffn, batch) {}
   void save_recurrent(uint8_t* out) const override { std::copy_n(delta_net.state(), delta_net.state_bytes(), out); }
   void load_recurrent(const uint8_t* in) override { std::copy_n(in, delta_net.state_bytes(), delta_net.state()); }
   void reset_recurrent() override { delta_net.reset(); }
 
   GqaAttention attention;
   GatedDeltaNet delta_net;
-  RoutedMoe moe;
-  SwigluFfn shared_expert;
+  FeedForward ffn;
 };
 
 struct Layer {
@@ -109,8 +107,7 @@ struct Layer {
   GqaWeights attn;
   DeltaNetWeights delta;
   const float* ffn_norm;
-  MoeWeights moe;
-  FfnWeights shared_expert;
+  FeedForwardWeights ffn;
 };
 
 class Qwen35Moe : public ModelBase<Hparams, State> {
@@ -127,8 +124,7 @@ class Qwen35Moe : public ModelBase<Hparams, State> {
       if (L.recurrent) L.delta = bind_delta_net(w_, l, h_.delta);
       else L.attn = bind_gqa(w_, l, h_.attn, true);
       L.ffn_norm = w_.vector(layer_tensor(l, "post_attention_norm"), E);
-      L.moe = bind_moe(w_, l, h_.moe, false);
-      L.shared_expert = bind_ffn(w_, l, "_shexp", E, h_.n_ff_shared, true);
+      L.ffn = bind_feed_forward(w_, l, h_.ffn);
       layers_.push_back(L);
     }
   }
@@ -146,8 +142,7 @@ class Qwen35Moe : public ModelBase<Hparams, State> {
         else s.attention.forward(pool, L.attn, L.slot, act, T, pos0);
         act.add_output(T);
         act.norm_input(pool, L.ffn_norm, h_.rms_eps, T);
-        s.moe.forward(pool, L.moe, info_.experts[static_cast<size_t>(l)], l, experts, act, T, timing);
-        s.shared_expert.forward(pool, L.shared_expert, act, T, act.out.as<float>());
+        s.ffn.forward(pool, L.ffn, l, info_.experts[static_cast<size_t>(l)], experts, act, T, timing);
         act.add_output(T);
       }
     });
@@ -162,7 +157,7 @@ class Qwen35Moe : public ModelBase<Hparams, State> {
 ModelInfo qwen35moe_info(const gguf::File& f, const ModelOptions& options) {
   const Hparams h = read_hparams(f, options);
   matrix_tensor(f, "token_embd.weight", h.n_embd, h.n_vocab);
-  ModelInfo info = moe_model_info(f, "qwen35moe", {h.n_vocab, h.n_embd, h.n_layer, h.n_ctx_train}, h.moe, 0);
+  ModelInfo info = moe_model_info(f, "qwen35moe", {h.n_vocab, h.n_embd, h.n_layer, h.n_ctx_train}, h.ffn.moe, 0);
   info.recurrent_bytes = static_cast<uint64_t>(h.count(true)) * h.delta.state_floats() * sizeof(float);
   return info;
 }
