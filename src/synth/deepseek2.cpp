@@ -5,6 +5,7 @@
 
 #include "gguf/writer.h"
 #include "synth/file_type.h"
+#include "synth/layer_tensors.h"
 #include "synth/tokenizer_metadata.h"
 
 namespace epq::synth {
@@ -19,18 +20,14 @@ constexpr int kStreams = 4;  // xing4_0's hyper-connection streams
 // MLA, the dense FFN or router, experts and shared expert, and xing4_0's hyper-connections.
 std::vector<TensorPlan> plan_tensors(const Options& o) {
   const int64_t E = o.n_embd, H = o.n_head, QH = o.head_dim, R = o.rope_dims, L = o.kv_lora, V = o.v_head;
-  const int n_vocab = vocab_size(o);
-  const float inv_e = 1.0f / std::sqrt(static_cast<float>(E));
-  const float residual = 1.0f / std::sqrt(2.0f * static_cast<float>(o.n_layer));  // as in qwen3moe.cpp
-  auto inv = [](int64_t fan_in) { return 1.0f / std::sqrt(static_cast<float>(fan_in)); };
+  const float inv_e = input_scale(E);
+  auto inv = input_scale;
   const auto F32 = quant::Type::F32;
   const bool xing = o.arch == Arch::kXing4;
   const int64_t mixes = 2 * kStreams + kStreams * kStreams;
 
   std::vector<TensorPlan> t;
-  t.push_back({"token_embd.weight", o.type_embd, {E, n_vocab}, Init::kEmbedding, 1.0f});
-  t.push_back({"output_norm.weight", F32, {E}, Init::kNormGain, 0.1f});
-  if (!o.tied_output) t.push_back({"output.weight", o.type_output, {E, n_vocab}, Init::kGaussian, 3.0f * inv_e});
+  add_global_tensors(t, o);
   for (int l = 0; l < o.n_layer + o.nextn; ++l) {
     const std::string blk = "blk." + std::to_string(l) + ".";
     auto n = [&blk](const char* what) { return blk + what + ".weight"; };
@@ -46,22 +43,10 @@ std::vector<TensorPlan> plan_tensors(const Options& o) {
     t.push_back({n("attn_kv_a_mqa"), o.type_attn, {E, L + R}, Init::kGaussian, inv_e, l});
     t.push_back({n("attn_k_b"), o.type_attn, {QH - R, L, H}, Init::kGaussian, inv(QH - R), l});
     t.push_back({n("attn_v_b"), o.type_attn, {L, V, H}, Init::kGaussian, inv(L), l});
-    t.push_back({n("attn_output"), o.type_attn, {H * V, E}, Init::kGaussian, residual * inv(H * V), l});
+    t.push_back({n("attn_output"), o.type_attn, {H * V, E}, Init::kGaussian, residual_scale(o, H * V), l});
     t.push_back({n("ffn_norm"), F32, {E}, Init::kNormGain, 0.1f, l});
-    if (l < o.n_dense) {
-      t.push_back({n("ffn_gate"), o.type_shexp, {E, o.n_ff_dense}, Init::kGaussian, inv_e, l});
-      t.push_back({n("ffn_up"), o.type_shexp, {E, o.n_ff_dense}, Init::kGaussian, inv_e, l});
-      t.push_back({n("ffn_down"), o.type_shexp, {o.n_ff_dense, E}, Init::kGaussian, residual * inv(o.n_ff_dense), l});
-    } else {
-      t.push_back({n("ffn_gate_inp"), o.type_router, {E, o.n_expert}, Init::kRouter, inv_e, l});
-      t.push_back({blk + "exp_probs_b.bias", F32, {o.n_expert}, Init::kGaussian, 0.05f, l});
-      t.push_back({n("ffn_gate_exps"), o.expert_type(l, false), {E, o.n_ff_exp, o.n_expert}, Init::kGaussian, inv_e, l});
-      t.push_back({n("ffn_up_exps"), o.expert_type(l, false), {E, o.n_ff_exp, o.n_expert}, Init::kGaussian, inv_e, l});
-      t.push_back({n("ffn_down_exps"), o.expert_type(l, true), {o.n_ff_exp, E, o.n_expert}, Init::kGaussian, residual * inv(o.n_ff_exp), l});
-      t.push_back({n("ffn_gate_shexp"), o.type_shexp, {E, o.n_ff_exp}, Init::kGaussian, inv_e, l});
-      t.push_back({n("ffn_up_shexp"), o.type_shexp, {E, o.n_ff_exp}, Init::kGaussian, inv_e, l});
-      t.push_back({n("ffn_down_shexp"), o.type_shexp, {o.n_ff_exp, E}, Init::kGaussian, residual * inv(o.n_ff_exp), l});
-    }
+    if (l < o.n_dense) add_dense_ffn_tensors(t, o, l, o.n_ff_dense);
+    else add_moe_tensors(t, o, l, {.selection_bias = true, .n_ff_shared = o.n_ff_exp});
     if (xing && l < o.n_layer) {
       for (const char* part : {"attn", "ffn"}) {
         const std::string p = std::string("hc_") + part;

@@ -5,6 +5,7 @@
 
 #include "gguf/writer.h"
 #include "synth/file_type.h"
+#include "synth/layer_tensors.h"
 #include "synth/tokenizer_metadata.h"
 
 namespace epq::synth {
@@ -19,18 +20,11 @@ int heads(const Options& o, int layer) { return o.sliding(layer) ? o.n_head_swa 
 // attention, then the dense FFN or the router, routed experts and shared expert.
 std::vector<TensorPlan> plan_tensors(const Options& o) {
   const int64_t E = o.n_embd, D = o.head_dim, KV = int64_t{o.n_head_kv} * D;
-  const int n_vocab = vocab_size(o);
-  const float inv_e = 1.0f / std::sqrt(static_cast<float>(E));
-  // As in qwen3moe.cpp: what writes into the residual stream is scaled down by
-  // sqrt(2 * layers) so that deep random models keep their input.
-  const float residual = 1.0f / std::sqrt(2.0f * static_cast<float>(o.n_layer));
-  auto inv = [residual](int64_t fan_in) { return residual / std::sqrt(static_cast<float>(fan_in)); };
+  const float inv_e = input_scale(E);
   const auto F32 = quant::Type::F32;
 
   std::vector<TensorPlan> t;
-  t.push_back({"token_embd.weight", o.type_embd, {E, n_vocab}, Init::kEmbedding, 1.0f});
-  t.push_back({"output_norm.weight", F32, {E}, Init::kNormGain, 0.1f});
-  if (!o.tied_output) t.push_back({"output.weight", o.type_output, {E, n_vocab}, Init::kGaussian, 3.0f * inv_e});
+  add_global_tensors(t, o);
   for (int l = 0; l < o.n_layer; ++l) {
     const std::string blk = "blk." + std::to_string(l) + ".";
     auto n = [&blk](const char* what) { return blk + what + ".weight"; };
@@ -40,25 +34,13 @@ std::vector<TensorPlan> plan_tensors(const Options& o) {
     t.push_back({n("attn_q"), o.type_attn, {E, Q}, Init::kGaussian, inv_e, l});
     t.push_back({n("attn_k"), o.type_attn, {E, KV}, Init::kGaussian, inv_e, l});
     t.push_back({n("attn_v"), o.type_attn_v, {E, KV}, Init::kGaussian, inv_e, l});
-    t.push_back({n("attn_output"), o.type_attn, {Q, E}, Init::kGaussian, inv(Q), l});
+    t.push_back({n("attn_output"), o.type_attn, {Q, E}, Init::kGaussian, residual_scale(o, Q), l});
     t.push_back({n("attn_q_norm"), F32, {D}, Init::kNormGain, 0.1f, l});
     t.push_back({n("attn_k_norm"), F32, {D}, Init::kNormGain, 0.1f, l});
     t.push_back({n("attn_gate"), o.type_attn, {E, gate}, Init::kGaussian, inv_e, l});
     t.push_back({n("ffn_norm"), F32, {E}, Init::kNormGain, 0.1f, l});
-    if (l < o.n_dense) {
-      t.push_back({n("ffn_gate"), o.type_shexp, {E, o.n_ff_dense}, Init::kGaussian, inv_e, l});
-      t.push_back({n("ffn_up"), o.type_shexp, {E, o.n_ff_dense}, Init::kGaussian, inv_e, l});
-      t.push_back({n("ffn_down"), o.type_shexp, {o.n_ff_dense, E}, Init::kGaussian, inv(o.n_ff_dense), l});
-      continue;
-    }
-    t.push_back({n("ffn_gate_inp"), o.type_router, {E, o.n_expert}, Init::kRouter, inv_e, l});
-    t.push_back({blk + "exp_probs_b.bias", F32, {o.n_expert}, Init::kGaussian, 0.05f, l});
-    t.push_back({n("ffn_gate_exps"), o.expert_type(l, false), {E, o.n_ff_exp, o.n_expert}, Init::kGaussian, inv_e, l});
-    t.push_back({n("ffn_up_exps"), o.expert_type(l, false), {E, o.n_ff_exp, o.n_expert}, Init::kGaussian, inv_e, l});
-    t.push_back({n("ffn_down_exps"), o.expert_type(l, true), {o.n_ff_exp, E, o.n_expert}, Init::kGaussian, inv(o.n_ff_exp), l});
-    t.push_back({n("ffn_gate_shexp"), o.type_shexp, {E, o.n_ff_shexp}, Init::kGaussian, inv_e, l});
-    t.push_back({n("ffn_up_shexp"), o.type_shexp, {E, o.n_ff_shexp}, Init::kGaussian, inv_e, l});
-    t.push_back({n("ffn_down_shexp"), o.type_shexp, {o.n_ff_shexp, E}, Init::kGaussian, inv(o.n_ff_shexp), l});
+    if (l < o.n_dense) add_dense_ffn_tensors(t, o, l, o.n_ff_dense);
+    else add_moe_tensors(t, o, l, {.selection_bias = true, .n_ff_shared = o.n_ff_shexp});
   }
   return t;
 }

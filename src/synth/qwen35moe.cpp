@@ -5,6 +5,7 @@
 
 #include "gguf/writer.h"
 #include "synth/file_type.h"
+#include "synth/layer_tensors.h"
 #include "synth/tokenizer_metadata.h"
 
 namespace epq::synth {
@@ -20,18 +21,12 @@ std::vector<TensorPlan> plan_tensors(const Options& o) {
   const int64_t Q = int64_t{o.n_head} * D, KV = int64_t{o.n_head_kv} * D;
   const int64_t S = o.ssm_state, key_dim = int64_t{o.ssm_groups} * S, value_dim = int64_t{o.ssm_heads} * S;
   const int64_t conv_dim = 2 * key_dim + value_dim, Hv = o.ssm_heads;
-  const int n_vocab = vocab_size(o);
-  const float inv_e = 1.0f / std::sqrt(static_cast<float>(E));
-  // As in qwen3moe.cpp: what writes into the residual stream is scaled down by
-  // sqrt(2 * layers) so that deep random models keep their input.
-  const float residual = 1.0f / std::sqrt(2.0f * static_cast<float>(o.n_layer));
-  auto inv = [residual](int64_t fan_in) { return residual / std::sqrt(static_cast<float>(fan_in)); };
+  const float inv_e = input_scale(E);
+  auto inv = [&o](int64_t fan_in) { return residual_scale(o, fan_in); };
   const auto F32 = quant::Type::F32;
 
   std::vector<TensorPlan> t;
-  t.push_back({"token_embd.weight", o.type_embd, {E, n_vocab}, Init::kEmbedding, 1.0f});
-  t.push_back({"output_norm.weight", F32, {E}, Init::kNormGain, 0.1f});
-  if (!o.tied_output) t.push_back({"output.weight", o.type_output, {E, n_vocab}, Init::kGaussian, 3.0f * inv_e});
+  add_global_tensors(t, o);
   for (int l = 0; l < o.n_layer; ++l) {
     const std::string blk = "blk." + std::to_string(l) + ".";
     auto n = [&blk](const char* what) { return blk + what + ".weight"; };
@@ -58,14 +53,7 @@ std::vector<TensorPlan> plan_tensors(const Options& o) {
       t.push_back({n("attn_q_norm"), F32, {D}, Init::kNormGain, 0.1f, l});
       t.push_back({n("attn_k_norm"), F32, {D}, Init::kNormGain, 0.1f, l});
     }
-    t.push_back({n("ffn_gate_inp"), o.type_router, {E, o.n_expert}, Init::kRouter, inv_e, l});
-    t.push_back({n("ffn_gate_exps"), o.expert_type(l, false), {E, o.n_ff_exp, o.n_expert}, Init::kGaussian, inv_e, l});
-    t.push_back({n("ffn_up_exps"), o.expert_type(l, false), {E, o.n_ff_exp, o.n_expert}, Init::kGaussian, inv_e, l});
-    t.push_back({n("ffn_down_exps"), o.expert_type(l, true), {o.n_ff_exp, E, o.n_expert}, Init::kGaussian, inv(o.n_ff_exp), l});
-    t.push_back({n("ffn_gate_inp_shexp"), F32, {E}, Init::kGaussian, inv_e, l});
-    t.push_back({n("ffn_gate_shexp"), o.type_shexp, {E, o.n_ff_shexp}, Init::kGaussian, inv_e, l});
-    t.push_back({n("ffn_up_shexp"), o.type_shexp, {E, o.n_ff_shexp}, Init::kGaussian, inv_e, l});
-    t.push_back({n("ffn_down_shexp"), o.type_shexp, {o.n_ff_shexp, E}, Init::kGaussian, inv(o.n_ff_shexp), l});
+    add_moe_tensors(t, o, l, {.n_ff_shared = o.n_ff_shexp, .gated_shared = true});
   }
   return t;
 }
