@@ -171,9 +171,9 @@ void add_bench_command(CLI::App& root) {
   c->add_option("-n,--n-predict", o.n_predict, "Tokens to generate per run")->check(CLI::Range(0, runtime::kMaxGeneratedTokens))->capture_default_str();
   c->add_option("-c,--ctx", o.n_ctx, "Context length")->check(CLI::Range(1, runtime::kMaxContext))->capture_default_str();
   c->add_option("-t,--threads", o.n_threads, "Compute threads (default: physical cores)")->check(CLI::Range(1, runtime::kMaxThreads));
-  c->add_option("--evict", o.evict, "Eviction policies to compare: lru, ls, ls-pos")
+  c->add_option("--evict", o.evict, "Eviction policies to compare: lrfu, lru, ls, ls-pos")
       ->delimiter(',')
-      ->check(CLI::IsMember({"lru", "ls", "ls-pos"}))
+      ->check(CLI::IsMember(pager::eviction_policy_names()))
       ->capture_default_str();
   c->add_option("--expert-used", o.expert_used, "Top-k values to compare (0: the model's own)")->delimiter(',');
   c->add_flag("--cold", o.cold, "Drop the model's page cache before every run (all caches when root)");

@@ -25,9 +25,9 @@ void add_engine_flags(CLI::App* c, runtime::EngineOptions& o) {
          o.ram_budget = runtime::parse_budget(v, "--ram-budget");
        },
        "Bound the whole process's memory (e.g. 8G): routed experts are paged from the file (or EPQ_RAM_BUDGET_MB)");
-  c->add_option("--evict", o.evict, "Expert eviction policy: lru, ls (Least-Stale) or ls-pos (position-aware)")
+  c->add_option("--evict", o.evict, "Expert eviction policy: lrfu (recency and frequency), lru, ls (Least-Stale) or ls-pos (position-aware)")
       ->envname("EPQ_EVICT")
-      ->check(CLI::IsMember({"lru", "ls", "ls-pos"}))
+      ->check(CLI::IsMember(pager::eviction_policy_names()))
       ->capture_default_str();
   c->add_option("--io", o.io.backend, "Expert reads: uring (io_uring) or pread (a thread pool)")
       ->check(CLI::IsMember({"uring", "pread"}))
@@ -43,6 +43,8 @@ void add_engine_flags(CLI::App* c, runtime::EngineOptions& o) {
       "Split expert reads into pieces of at most this size (default 1M)");
   c->add_flag("--buffered-io", o.io.force_buffered, "Read experts through the page cache (dropped after each read) instead of O_DIRECT");
   c->add_option("--stats-file", o.stats_file, "Write one JSON line of pager counters per forward pass to this file");
+  c->add_option("--trace-routing", o.trace_routing,
+                "Record every forward pass's expert choices and weights to this file, for epq replay (docs/ROUTING_TRACE.md)");
 }
 
 void add_sampler_flags(CLI::App* c, runtime::SamplerOptions& o) {

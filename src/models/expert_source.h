@@ -2,7 +2,8 @@
 // Where routed-expert weights come from during a forward pass: all in RAM
 // (ResidentExperts) or paged from the file (the pager). For each MoE layer the model calls
 // begin() with the distinct experts its tokens chose, then next() until it returns false,
-// computing each batch of experts as it becomes ready.
+// computing each batch of experts as it becomes ready. Before begin(), it tells routed()
+// each token's choice (for recording traces; sources ignore it).
 #include <span>
 #include <vector>
 
@@ -18,6 +19,8 @@ struct ReadyExpert {
 class ExpertSource {
  public:
   virtual ~ExpertSource() = default;
+  // One token of the coming request chose `experts` (top-k order) with `weights`.
+  virtual void routed(int /*layer*/, std::span<const int> /*experts*/, std::span<const float> /*weights*/) {}
   // Starts a layer's request. Experts delivered for an earlier request are released.
   virtual void begin(int layer, std::span<const int> experts) = 0;
   // Releases the experts delivered by the previous call, then waits until at least one

@@ -72,6 +72,7 @@ void RoutedMoe::forward(ThreadPool& pool, const MoeWeights& w, const ExpertLayou
   Route route;
   for (int64_t t = 0; t < T; ++t) {
     router_.route(logits_.as<float>() + t * NE, w.bias, route);
+    experts.routed(layer, route.experts, route.weights);
     for (int64_t j = 0; j < K; ++j) {
       assignments.push_back({static_cast<int>(t), static_cast<int>(j), route.experts[static_cast<size_t>(j)], route.weights[static_cast<size_t>(j)]});
     }

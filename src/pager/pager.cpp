@@ -14,20 +14,16 @@ Pager::Pager(const std::string& model_path, std::vector<models::ExpertLayout> la
       layouts_(std::move(layouts)),
       classes_(size_classes(layouts_)),
       slots_per_class_(options.slots_per_class),
-      policy_(make_eviction_policy(options.policy)),
+      cache_(classes_, slots_per_class_, make_eviction_policy(options.policy)),
       io_options_(options.io) {
   if (!file_.direct()) notes_.push_back("direct I/O unavailable (" + file_.fallback_reason() + "): buffered reads, pages dropped after each read");
-  if (slots_per_class_.size() != classes_.classes.size()) fail("internal: {} slot counts for {} size classes", slots_per_class_.size(), classes_.classes.size());
   if (io_options_.max_read_bytes < kDirectAlign) fail("--io-split must be at least {} bytes", kDirectAlign);
   io_options_.max_read_bytes = static_cast<uint32_t>(align_down(io_options_.max_read_bytes));
-  for (const auto& l : layouts_) max_expert_ = std::max(max_expert_, l.n_expert);
-  slot_of_.assign(layouts_.size() * static_cast<size_t>(max_expert_), -1);
 
+  // Slots numbered class by class, as the cache numbers them.
   std::vector<IoRegion> regions;
-  class_slots_.resize(classes_.classes.size());
   for (size_t c = 0; c < classes_.classes.size(); ++c) {
     const uint64_t slot_bytes = classes_.classes[c].slot_bytes;
-    if (slots_per_class_[c] < 1) fail("internal: size class {} has no slots", c);
     // Buffers of at most 1 GiB, each registered with io_uring as one fixed buffer.
     const int64_t per_buffer = std::max<int64_t>(1, static_cast<int64_t>(UringEngine::kMaxRegistered / slot_bytes));
     for (int64_t done = 0; done < slots_per_class_[c];) {
@@ -35,7 +31,6 @@ Pager::Pager(const std::string& model_path, std::vector<models::ExpertLayout> la
       arena_.emplace_back(static_cast<size_t>(n) * slot_bytes);
       regions.push_back({arena_.back().data(), arena_.back().size()});
       for (int64_t i = 0; i < n; ++i) {
-        class_slots_[c].push_back(static_cast<int>(slots_.size()));
         slots_.push_back({static_cast<int>(c), arena_.back().data() + static_cast<size_t>(i) * slot_bytes});
       }
       done += n;
@@ -54,39 +49,12 @@ uint64_t Pager::arena_bytes() const {
   return total;
 }
 
-int Pager::find_slot(int cls) {
-  int victim = -1;
-  VictimKey best{};
-  const EvictionContext ctx{layer_, pass_};
-  for (int s : class_slots_[static_cast<size_t>(cls)]) {
-    const Slot& slot = slots_[static_cast<size_t>(s)];
-    if (slot.state == SlotState::kEmpty) return s;
-    if (slot.state != SlotState::kReady || slot.pins > 0) continue;
-    const VictimKey rank = policy_->key({slot.layer, slot.last_use, slot.last_pass}, ctx);
-    if (victim < 0 || rank < best) victim = s, best = rank;
-  }
-  if (victim < 0) return -1;
-  Slot& v = slots_[static_cast<size_t>(victim)];
-  const bool current = v.last_pass == pass_, left = v.layer <= layer_;
-  (current ? (left ? stats_.evictions_current_left : stats_.evictions_current_right)
-           : (left ? stats_.evictions_stale_left : stats_.evictions_stale_right))++;
-  slot_of_[key(v.layer, v.expert)] = -1;
-  v.state = SlotState::kEmpty;
-  return victim;
-}
-
 void Pager::load(int s, int layer, int expert) {
   Slot& slot = slots_[static_cast<size_t>(s)];
   const models::ExpertLayout& layout = layouts_[static_cast<size_t>(layer)];
   const SizeClass& cls = classes_.classes[static_cast<size_t>(slot.cls)];
-  slot.layer = layer;
-  slot.expert = expert;
-  slot.state = SlotState::kLoading;
-  slot.pins = 1;
-  slot.last_use = ++tick_;
-  slot.last_pass = pass_;
+  slot.ready = false;
   slot.reads_left = 0;
-  slot_of_[key(layer, expert)] = s;
   uint64_t base = 0;
   for (int p = 0; p < 3; ++p) {
     const models::ExpertPart& part = layout.part(p);
@@ -107,14 +75,14 @@ void Pager::load(int s, int layer, int expert) {
       }
       to_submit_.push_back({start + k, length, slot.data + base + k, tag});
       ++slot.reads_left;
-      stats_.bytes_read += length;
+      cache_.stats().bytes_read += length;
     }
     base += cls.part_bytes[p];
   }
 }
 
 void Pager::submit_loads() {
-  stats_.reads += to_submit_.size();
+  cache_.stats().reads += to_submit_.size();
   io_->submit(to_submit_);
   to_submit_.clear();
 }
@@ -125,41 +93,25 @@ void Pager::complete(const ReadCompletion& c) {
   if (c.result < static_cast<int64_t>(piece.needed)) file_.read_failed(piece.offset, piece.needed, static_cast<long>(c.result));
   file_.after_read(piece.offset, static_cast<size_t>(c.result));
   Slot& slot = slots_[static_cast<size_t>(piece.slot)];
-  if (--slot.reads_left == 0) slot.state = SlotState::kReady;
+  if (--slot.reads_left == 0) slot.ready = true;
 }
 
 void Pager::begin(int layer, std::span<const int> experts) {
-  for (int s : held_) --slots_[static_cast<size_t>(s)].pins;
+  for (int s : held_) cache_.unpin(s);
   held_.clear();
-  if (layer <= layer_) ++pass_;
-  layer_ = layer;
-  const models::ExpertLayout& layout = layouts_[static_cast<size_t>(layer)];
-  const int cls = classes_.class_of_layer[static_cast<size_t>(layer)];
+  cache_.begin(layer);
   request_.assign(experts.begin(), experts.end());
   request_slot_.assign(request_.size(), -1);
   delivered_.assign(request_.size(), 0);
   waiting_.clear();
   n_delivered_ = 0;
-  stats_.requests += request_.size();
   for (size_t i = 0; i < request_.size(); ++i) {
-    const int e = request_[i];
-    if (e < 0 || e >= layout.n_expert || cls < 0) fail("internal: expert {} of layer {} is not in the file", e, layer);
-    const int s = slot_of_[key(layer, e)];
-    if (s >= 0) {
-      Slot& slot = slots_[static_cast<size_t>(s)];
-      ++slot.pins;
-      slot.last_use = ++tick_;
-      slot.last_pass = pass_;
-      request_slot_[i] = s;
-      ++stats_.hits;
-    } else {
-      waiting_.push_back(static_cast<int>(i));
-      ++stats_.misses;
-    }
+    request_slot_[i] = cache_.lookup(request_[i]);
+    if (request_slot_[i] < 0) waiting_.push_back(static_cast<int>(i));
   }
   size_t placed = 0;
   for (; placed < waiting_.size(); ++placed) {
-    const int s = find_slot(cls);
+    const int s = cache_.place(request_[static_cast<size_t>(waiting_[placed])]);
     if (s < 0) break;
     const int i = waiting_[placed];
     request_slot_[static_cast<size_t>(i)] = s;
@@ -171,24 +123,23 @@ void Pager::begin(int layer, std::span<const int> experts) {
 
 models::ReadyExpert Pager::view(int request_index, int s) const {
   const Slot& slot = slots_[static_cast<size_t>(s)];
-  const models::ExpertLayout& layout = layouts_[static_cast<size_t>(slot.layer)];
+  const models::ExpertLayout& layout = layouts_[static_cast<size_t>(cache_.slot(s).layer)];
   return {request_index, models::expert_matrix(layout.gate, slot.data + slot.part_offset[0]),
           models::expert_matrix(layout.up, slot.data + slot.part_offset[1]), models::expert_matrix(layout.down, slot.data + slot.part_offset[2])};
 }
 
 bool Pager::next(std::vector<models::ReadyExpert>& ready) {
   ready.clear();
-  for (int s : held_) --slots_[static_cast<size_t>(s)].pins;
+  for (int s : held_) cache_.unpin(s);
   held_.clear();
-  const int cls = classes_.class_of_layer[static_cast<size_t>(layer_)];
   // Experts that had to wait for a slot get one now that delivered experts are released.
   while (!waiting_.empty()) {
-    const int s = find_slot(cls);
-    if (s < 0) break;
     const int i = waiting_.front();
+    const int s = cache_.place(request_[static_cast<size_t>(i)]);
+    if (s < 0) break;
     waiting_.erase(waiting_.begin());
     request_slot_[static_cast<size_t>(i)] = s;
-    load(s, layer_, request_[static_cast<size_t>(i)]);
+    load(s, cache_.layer(), request_[static_cast<size_t>(i)]);
   }
   submit_loads();
   for (bool block = false;; block = true) {
@@ -196,14 +147,14 @@ bool Pager::next(std::vector<models::ReadyExpert>& ready) {
     if (block) {
       const auto start = std::chrono::steady_clock::now();
       io_->reap(completions_, true);
-      stats_.io_wait_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      cache_.stats().io_wait_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     } else {
       io_->reap(completions_, false);
     }
     for (const ReadCompletion& c : completions_) complete(c);
     for (size_t i = 0; i < request_.size(); ++i) {
       const int s = request_slot_[i];
-      if (delivered_[i] || s < 0 || slots_[static_cast<size_t>(s)].state != SlotState::kReady) continue;
+      if (delivered_[i] || s < 0 || !slots_[static_cast<size_t>(s)].ready) continue;
       delivered_[i] = 1;
       ++n_delivered_;
       held_.push_back(s);

@@ -8,6 +8,8 @@
 // out experts as their reads land, so computing one expert overlaps reading the others.
 // When a layer needs more experts than its class has slots (a large prompt batch at a
 // small budget), the rest wait until delivered experts are released, and are read then.
+// Which expert each slot holds, pins and victims are decided by a SlotCache (the same
+// object `epq replay` drives without I/O); the pager moves the bytes.
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,13 +20,14 @@
 #include "pager/model_file.h"
 #include "pager/pager_stats.h"
 #include "pager/size_classes.h"
+#include "pager/slot_cache.h"
 #include "util/buffer.h"
 
 namespace epq::pager {
 
 struct PagerOptions {
   std::vector<int64_t> slots_per_class;  // one count per size class
-  std::string policy = "lru";
+  std::string policy = "lrfu";
   IoOptions io;
 };
 
@@ -36,27 +39,23 @@ class Pager : public models::ExpertSource {
   void begin(int layer, std::span<const int> experts) override;
   bool next(std::vector<models::ReadyExpert>& ready) override;
 
-  const PagerStats& stats() const { return stats_; }
+  const PagerStats& stats() const { return cache_.stats(); }
   const SizeClasses& classes() const { return classes_; }
   const std::vector<int64_t>& slots_per_class() const { return slots_per_class_; }
   uint64_t arena_bytes() const;
   const char* io_name() const { return io_->name(); }
   const ModelFile& file() const { return file_; }
-  const EvictionPolicy& policy() const { return *policy_; }
+  const EvictionPolicy& policy() const { return cache_.policy(); }
   // Notes for the log: buffered fallback, io_uring fallback.
   const std::vector<std::string>& notes() const { return notes_; }
 
  private:
-  enum class SlotState { kEmpty, kLoading, kReady };
+  // The bytes of a slot; which expert it holds, its pins and its uses live in cache_.
   struct Slot {
     int cls;
     uint8_t* data;
-    int layer = -1, expert = -1;
-    SlotState state = SlotState::kEmpty;
-    int pins = 0;
+    bool ready = false;  // every read of its expert has landed
     int reads_left = 0;
-    uint64_t last_use = 0;
-    int64_t last_pass = -1;
     uint64_t part_offset[3] = {};  // where each matrix starts within the slot
   };
   struct Piece {
@@ -65,11 +64,9 @@ class Pager : public models::ExpertSource {
     uint32_t needed;  // bytes that must arrive (less than the length only at end of file)
   };
 
-  int find_slot(int cls);
   // Pins the slot to (layer, expert) and queues its reads; submit_loads() sends them.
   void load(int slot, int layer, int expert);
   void submit_loads();
-  size_t key(int layer, int expert) const { return static_cast<size_t>(layer) * static_cast<size_t>(max_expert_) + static_cast<size_t>(expert); }
   void complete(const ReadCompletion& c);
   models::ReadyExpert view(int request_index, int slot) const;
 
@@ -77,24 +74,17 @@ class Pager : public models::ExpertSource {
   std::vector<models::ExpertLayout> layouts_;
   SizeClasses classes_;
   std::vector<int64_t> slots_per_class_;
-  std::unique_ptr<EvictionPolicy> policy_;
+  SlotCache cache_;
   std::vector<Buffer> arena_;
   std::vector<Slot> slots_;
-  std::vector<std::vector<int>> class_slots_;
-  std::vector<int> slot_of_;  // layer * n_expert + expert -> slot, or -1
   std::unique_ptr<IoEngine> io_;
   IoOptions io_options_;
-  int max_expert_ = 0;
   std::vector<Piece> pieces_;
   std::vector<ReadRequest> to_submit_;
   std::vector<uint64_t> free_pieces_;
   std::vector<std::string> notes_;
-  PagerStats stats_;
 
   // The current request.
-  int layer_ = -1;
-  int64_t pass_ = 0;
-  uint64_t tick_ = 0;
   std::vector<int> request_;           // expert ids, as given to begin()
   std::vector<int> request_slot_;      // slot per request entry, -1 while waiting for one
   std::vector<char> delivered_;        // per request entry

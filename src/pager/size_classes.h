@@ -23,6 +23,17 @@ struct SizeClasses {
   std::vector<int> class_of_layer;  // -1 for layers without experts
 };
 
+// The slot one layer's experts need (n_expert 0: a layer without routed experts).
+struct LayerSlotShape {
+  int n_expert = 0;
+  uint64_t part_bytes[3] = {};
+};
+LayerSlotShape layer_slot_shape(const models::ExpertLayout& layout);
+
+SizeClasses size_classes(const std::vector<LayerSlotShape>& layers);
 SizeClasses size_classes(const std::vector<models::ExpertLayout>& layouts);
+
+// Bytes the pager reads to load one expert: the aligned ranges enclosing its matrices.
+uint64_t expert_read_bytes(const models::ExpertLayout& layout, int expert);
 
 }  // namespace epq::pager

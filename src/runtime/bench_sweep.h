@@ -17,7 +17,7 @@ namespace epq::runtime {
 struct BenchOptions {
   std::string model;
   std::vector<std::string> budgets = {"2G", "4G", "8G", "16G", "all"};  // sizes, "all" (every expert fits), "ram" (no paging)
-  std::vector<std::string> evict = {"lru"};
+  std::vector<std::string> evict = {"lrfu"};
   std::vector<int> expert_used = {0};  // 0: the model's own top-k
   int runs = 3;
   std::string prompt;

@@ -8,6 +8,7 @@
 #include "models/resident_experts.h"
 #include "quant/dot.h"
 #include "runtime/resident_loader.h"
+#include "runtime/routing_recorder.h"
 #include "util/error.h"
 #include "util/format.h"
 
@@ -73,6 +74,9 @@ Engine::Engine(const EngineOptions& options)
   }
   pool_ = std::make_unique<ThreadPool>(options_.n_threads);
   if (!options_.stats_file.empty()) pass_log_ = std::make_unique<PassLog>(options_.stats_file);
+  if (!options_.trace_routing.empty()) {
+    recorder_ = std::make_unique<RoutingRecorder>(options_.trace_routing, TraceHeader::of_model(options_.model_path, model_->info()));
+  }
 }
 
 Engine::~Engine() = default;
@@ -93,9 +97,13 @@ std::unique_ptr<models::ForwardState> Engine::new_state() const {
 
 void Engine::forward(models::ForwardState& state, std::span<const int32_t> tokens, int32_t pos0, bool all_logits, float* logits,
                      models::ForwardTiming* timing) {
-  models::ExpertSource& experts = pager_ ? static_cast<models::ExpertSource&>(*pager_) : *resident_experts_;
+  models::ExpertSource* experts = pager_ ? static_cast<models::ExpertSource*>(pager_.get()) : resident_experts_.get();
+  if (recorder_) {
+    recorder_->start_pass(*experts, static_cast<int64_t>(tokens.size()), pos0);
+    experts = recorder_.get();
+  }
   const pager::PagerStats before = pager_ ? pager_->stats() : pager::PagerStats{};
-  model_->forward(state, experts, *pool_, tokens, pos0, all_logits, logits, timing);
+  model_->forward(state, *experts, *pool_, tokens, pos0, all_logits, logits, timing);
   if (pass_log_) {
     pass_log_->record(static_cast<int64_t>(tokens.size()), pager_ ? pager_->stats() - before : pager::PagerStats{},
                       timing ? timing->total_ms : 0);

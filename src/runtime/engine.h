@@ -23,6 +23,7 @@
 namespace epq::runtime {
 
 class ResidentLoader;
+class RoutingRecorder;
 
 struct EngineOptions {
   std::string model_path;
@@ -32,9 +33,10 @@ struct EngineOptions {
   std::optional<int> expert_used;
   bool chunked_delta_rule = false;  // see models::ModelOptions
   std::optional<uint64_t> ram_budget;  // set: page the experts within this budget
-  std::string evict = "lru";
+  std::string evict = "lrfu";
   pager::IoOptions io;
   std::string stats_file;
+  std::string trace_routing;  // set: record every pass's routing to this file (routing_trace.h)
   bool quiet = false;  // no notes on stderr
   uint64_t reserved_bytes = 0;  // budget kept for the caller (e.g. the HTTP server's threads)
   bool all_logits = false;  // the logits of every prompt position are wanted (perplexity)
@@ -51,7 +53,7 @@ class Engine {
   const text::Tokenizer& tokenizer() const { return *tokenizer_; }
   ThreadPool& pool() { return *pool_; }
   std::unique_ptr<models::ForwardState> new_state() const;
-  // Runs the model on a batch and records the pass in the stats file.
+  // Runs the model on a batch and records the pass in the stats file and routing trace.
   void forward(models::ForwardState& state, std::span<const int32_t> tokens, int32_t pos0, bool all_logits, float* logits,
                models::ForwardTiming* timing);
 
@@ -73,6 +75,7 @@ class Engine {
   std::unique_ptr<pager::Pager> pager_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<PassLog> pass_log_;
+  std::unique_ptr<RoutingRecorder> recorder_;
 };
 
 inline constexpr int kMaxContext = 1 << 24;  // tokens

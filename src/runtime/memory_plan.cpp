@@ -23,6 +23,28 @@ std::string MemoryPlan::refusal() const {
                      format_bytes(budget), budget, format_bytes(minimum_budget), minimum_budget, format_bytes(fixed_bytes), n_expert_used);
 }
 
+std::vector<int64_t> divide_arena(const pager::SizeClasses& classes, int n_expert_used, uint64_t arena) {
+  // Top-k slots per class first; the rest of the arena in proportion to expert bytes.
+  const size_t n_classes = classes.classes.size();
+  const uint64_t k = static_cast<uint64_t>(n_expert_used);
+  uint64_t used = 0, expert_bytes_total = 0;
+  std::vector<int64_t> slots(n_classes);
+  for (size_t c = 0; c < n_classes; ++c) {
+    const auto& cls = classes.classes[c];
+    slots[c] = static_cast<int64_t>(std::min<uint64_t>(k, cls.total_experts()));
+    used += static_cast<uint64_t>(slots[c]) * cls.slot_bytes;
+    expert_bytes_total += cls.total_experts() * cls.slot_bytes;
+  }
+  const uint64_t spare = arena > used ? arena - used : 0;
+  for (size_t c = 0; c < n_classes; ++c) {
+    const auto& cls = classes.classes[c];
+    const double share = static_cast<double>(cls.total_experts() * cls.slot_bytes) / static_cast<double>(expert_bytes_total);
+    const uint64_t extra = static_cast<uint64_t>(static_cast<double>(spare) * share) / cls.slot_bytes;
+    slots[c] = static_cast<int64_t>(std::min<uint64_t>(cls.total_experts(), static_cast<uint64_t>(slots[c]) + extra));
+  }
+  return slots;
+}
+
 MemoryPlan plan_memory(const gguf::File& file, const models::ModelInfo& info, const models::ModelOptions& model_options,
                        const PlanInput& in) {
   MemoryPlan p;
@@ -75,20 +97,7 @@ MemoryPlan plan_memory(const gguf::File& file, const models::ModelInfo& info, co
   p.feasible = in.budget >= p.fixed_bytes + minimum_arena;
   if (!p.feasible) return p;
 
-  // Top-k slots per class first; the rest of the arena in proportion to expert bytes.
-  const uint64_t arena = in.budget - p.fixed_bytes;
-  uint64_t used = 0;
-  for (size_t c = 0; c < n_classes; ++c) {
-    p.slots[c] = static_cast<int64_t>(std::min<uint64_t>(k, p.classes.classes[c].total_experts()));
-    used += static_cast<uint64_t>(p.slots[c]) * p.classes.classes[c].slot_bytes;
-  }
-  const uint64_t spare = arena - used;
-  for (size_t c = 0; c < n_classes; ++c) {
-    const auto& cls = p.classes.classes[c];
-    const double share = static_cast<double>(cls.total_experts() * cls.slot_bytes) / static_cast<double>(p.expert_bytes_total);
-    const uint64_t extra = static_cast<uint64_t>(static_cast<double>(spare) * share) / cls.slot_bytes;
-    p.slots[c] = static_cast<int64_t>(std::min<uint64_t>(cls.total_experts(), static_cast<uint64_t>(p.slots[c]) + extra));
-  }
+  p.slots = divide_arena(p.classes, p.n_expert_used, in.budget - p.fixed_bytes);
   for (size_t c = 0; c < n_classes; ++c) p.arena_bytes += static_cast<uint64_t>(p.slots[c]) * p.classes.classes[c].slot_bytes;
   return p;
 }

@@ -52,6 +52,10 @@ inline constexpr uint64_t kHeapHeadroom = 16ull << 20;
 // code and data first touched after the measurement (sampling, output, error paths).
 inline constexpr uint64_t kProcessMargin = 2ull << 20;
 
+// Slots per size class for an arena of `arena` bytes: top-k per class first (at most
+// the class's experts), the rest in proportion to each class's share of the expert bytes.
+std::vector<int64_t> divide_arena(const pager::SizeClasses& classes, int n_expert_used, uint64_t arena);
+
 // Opens nothing: measures this process now and plans. Call it after the model's header
 // and tokenizer are loaded and the mapping is dropped, as the engine does.
 MemoryPlan plan_memory_now(const gguf::File& file, const models::ModelInfo& info, const models::ModelOptions& model_options,

@@ -12,6 +12,11 @@ import unittest
 EPQ = None
 WORKDIR = None
 
+# What to add to a budget `epq plan` printed before a run uses it: the plan counts its own
+# process's measured size rounded up to a whole MiB, and a run measures itself again and can
+# land one MiB higher, with a few KiB more of kernel page tables for that MiB.
+PLAN_MARGIN = (1 << 20) + (1 << 16)
+
 
 def run(*args, check=True, timeout=600, env=None, input=None):
     """Runs epq with args; returns the CompletedProcess (text mode)."""

@@ -21,7 +21,7 @@ import unittest
 import numpy as np
 
 import harness
-from harness import path, run, synth
+from harness import PLAN_MARGIN, path, run, synth
 from logit_checks import band, engine_logits, llamacpp_logits, read_ids, reference
 from test_server import Server
 
@@ -67,7 +67,7 @@ class AgainstLlamaCpp(unittest.TestCase):
     def test_paged_is_bit_identical_to_resident_with_both_size_classes_evicting(self):
         resident = engine_logits(self.MODEL, path("resident.logits"), tokens=self.TOKENS)
         out = plan(self.MODEL, "--ram-budget", "64G")
-        minimum = plan_bytes(out, "minimum budget:") + (1 << 20)
+        minimum = plan_bytes(out, "minimum budget:") + PLAN_MARGIN
         all_fit = plan_bytes(out, "budget that holds every expert:")
         for budget in (minimum, (minimum + all_fit) // 2):
             # Both classes (Q4_K/Q8_0 layers 1-4, BF16 layer 5) hold less than all their experts.

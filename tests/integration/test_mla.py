@@ -23,7 +23,7 @@ import unittest
 import numpy as np
 
 import harness
-from harness import path, run, synth
+from harness import PLAN_MARGIN, path, run, synth
 from logit_checks import band, engine_logits, llamacpp_logits, reference
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -68,7 +68,7 @@ class AgainstLlamaCpp(unittest.TestCase):
             model, tokens = reference(arch, "model.gguf"), reference(arch, "tokens.i32")
             resident = engine_logits(model, path(f"{arch}-resident.logits"), tokens=tokens)
             out = plan(model, "--ram-budget", "64G")
-            minimum = plan_bytes(out, "minimum budget:") + (1 << 20)
+            minimum = plan_bytes(out, "minimum budget:") + PLAN_MARGIN
             all_fit = plan_bytes(out, "budget that holds every expert:")
             for budget in (minimum, (minimum + all_fit) // 2):
                 for io in ("uring", "pread"):
@@ -123,7 +123,7 @@ class Files(unittest.TestCase):
         # Experts of layers 2 and 3 are paged (0 and 1 are dense); block 4's are not.
         self.assertRegex(plan(model, "--ram-budget", "64G"), r"100.0%\s+2 layers \(2\.\.3\)\n")
         greedy = ["-p", "hello", "-n", "8", "--temp", "0", "-t", "2"]
-        minimum = plan_bytes(plan(model, "--ram-budget", "64G"), "minimum budget:") + (1 << 20)
+        minimum = plan_bytes(plan(model, "--ram-budget", "64G"), "minimum budget:") + PLAN_MARGIN
         self.assertEqual(run("run", "-m", model, "--ram-budget", str(minimum), *greedy).stdout, run("run", "-m", model, *greedy).stdout)
 
     def test_a_file_of_the_older_mla_layout_is_refused_in_one_line(self):

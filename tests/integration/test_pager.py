@@ -13,7 +13,7 @@ import time
 import unittest
 
 import harness
-from harness import run, path, synth
+from harness import PLAN_MARGIN, run, path, synth
 
 TEXT = ("The river ran past the old mill and under the stone bridge, where the children of the village "
         "used to gather in the long summer evenings. They would throw pebbles into the water and count the rings.")
@@ -22,13 +22,13 @@ TEXT = ("The river ran past the old mill and under the stone bridge, where the c
 def plan_bytes(model, *args):
     """(smallest budget that runs, smallest that holds every expert), from `epq plan`.
 
-    The plan counts this process's measured size rounded up to a whole MiB; a run measures
-    itself again and can land one MiB higher, so the smallest budget used is minimum + 1 MiB
-    (still only a slot or two above the top-k minimum for the test model's 1 MiB experts)."""
+    Both get harness.PLAN_MARGIN added (a run can measure itself a MiB larger than the plan
+    did), which leaves the smallest budget only a slot or two above the top-k minimum for
+    the test model's 1 MiB experts."""
     out = run("plan", "-m", model, "--ram-budget", "64G", *args).stdout
     minimum = int(re.search(r"minimum budget: .*?\((\d+) bytes", out).group(1))
     all_fit = int(re.search(r"holds every expert: .*?\((\d+) bytes", out).group(1))
-    return minimum + (1 << 20), all_fit + (1 << 20)
+    return minimum + PLAN_MARGIN, all_fit + PLAN_MARGIN
 
 
 def pager_model(name="pager.gguf", *extra):
@@ -91,6 +91,7 @@ class BitIdentical(unittest.TestCase):
         # budgets with one policy each.
         cases = [(minimum, policy, io) for policy in ("lru", "ls", "ls-pos")
                  for io in (["--io", "uring"], ["--io", "pread"], ["--buffered-io"])]
+        cases += [(minimum, "lrfu", ["--io", "uring"]), (mid, "lrfu", ["--io", "pread"])]
         cases += [(mid, "ls", ["--io", "uring"]), (all_fit, "ls-pos", ["--io", "pread"])]
         for budget, policy, io in cases:
             args = ["--ram-budget", str(budget), "--evict", policy, *io]

@@ -21,7 +21,7 @@ import unittest
 import numpy as np
 
 import harness
-from harness import path, run, synth
+from harness import PLAN_MARGIN, path, run, synth
 from logit_checks import LLAMACPP, band, engine_logits, llamacpp_logits, read_ids, reference
 from test_server import Server
 
@@ -66,8 +66,8 @@ class AgainstLlamaCpp(unittest.TestCase):
     def test_paged_is_bit_identical_to_resident_at_every_budget(self):
         resident = engine_logits(self.MODEL, path("resident.logits"), "--ctx", "4096", tokens=self.TOKENS)
         out = run("plan", "-m", self.MODEL, "--ram-budget", "64G", "--ctx", "4096").stdout
-        minimum = int(re.search(r"minimum budget: .*?\((\d+) bytes", out).group(1)) + (1 << 20)
-        all_fit = int(re.search(r"holds every expert: .*?\((\d+) bytes", out).group(1)) + (1 << 20)
+        minimum = int(re.search(r"minimum budget: .*?\((\d+) bytes", out).group(1)) + PLAN_MARGIN
+        all_fit = int(re.search(r"holds every expert: .*?\((\d+) bytes", out).group(1)) + PLAN_MARGIN
         for budget in (minimum, (minimum + all_fit) // 2, all_fit):
             for io in ("uring", "pread"):
                 for batch in ("64", "1"):
