@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "runtime/conversation_checkpoint.h"
+#include "server/access_policy.h"
 #include "server/connection_threads.h"
 #include "server/generation_queue.h"
 #include "server/metrics.h"
@@ -72,7 +73,8 @@ class Server {
         options_(options),
         chat_template_(engine.file(), engine.tokenizer(), options.chat_template),
         queue_(engine),
-        request_memory_(request_bytes(options.max_body_bytes)) {
+        request_memory_(request_bytes(options.max_body_bytes)),
+        access_({options.api_key, options.cors_origins, options.host}) {
     if (options_.model_id.empty()) options_.model_id = std::filesystem::path(engine.options().model_path).stem().string();
     routes();
   }
@@ -94,6 +96,10 @@ class Server {
                engine_.info().name, options_.host, options_.port, options_.model_id,
                chat_template_.is_chatml_fallback() ? "ChatML template" : "the model's chat template", format_bytes(server_reserve_bytes(options_)),
                options_.max_connections, options_.max_body_bytes);
+    if (options_.api_key.empty() && !is_loopback_host(options_.host)) {
+      fmt::print(stderr, "epq serve: warning: listening on {} without an API key: anyone who can reach port {} can use the model "
+                 "(set --api-key-file, --api-key or EPQ_API_KEY)\n", options_.host, options_.port);
+    }
     if (!http_.listen_after_bind()) fail("the server stopped accepting connections on {}:{}", options_.host, options_.port);
   }
 
@@ -106,6 +112,19 @@ class Server {
  private:
   void routes() {
     http_.set_payload_max_length(options_.max_body_bytes);
+    // Every request passes the access policy before it is routed or its body is read.
+    http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      try {
+        return access_.admit(req, res) ? httplib::Server::HandlerResponse::Handled : httplib::Server::HandlerResponse::Unhandled;
+      } catch (const ApiError& e) {
+        metrics_.failure(e.status);
+        send_error(res, e);
+        if (e.status == 401) res.set_header("WWW-Authenticate", "Bearer");
+        // The body is left unread: the connection cannot carry another request.
+        if (req.has_header("Content-Length") || req.has_header("Transfer-Encoding")) res.set_header("Connection", "close");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    });
     http_.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(chat_page_html(), "text/html; charset=utf-8"); });
     http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(json{{"status", "ok"}, {"queue_depth", queue_.depth()}}.dump(), "application/json");
@@ -216,7 +235,7 @@ class Server {
       auto job = std::make_shared<Job>();
       {
         MemoryReservation reservation(request_memory_);  // until the prompt is tokens
-        r = parse_completion_request(read_body(req, reader, reservation), chat);
+        r = parse_completion_request(read_body(req, reader, reservation), chat, options_.max_tokens);
         if (!r.model.empty() && r.model != options_.model_id) {
           throw ApiError(404, "invalid_request_error",
                          fmt::format("the model '{}' does not exist; this server has '{}'", r.model, options_.model_id), "model_not_found",
@@ -326,6 +345,7 @@ class Server {
   text::ChatTemplate chat_template_;
   GenerationQueue queue_;
   RequestMemory request_memory_;
+  AccessPolicy access_;
   Metrics metrics_;
   httplib::Server http_;
   std::atomic<uint64_t> next_id_{0};

@@ -2,14 +2,17 @@
 // `epq serve`: an OpenAI-compatible HTTP server around one loaded model.
 //   POST /v1/chat/completions, POST /v1/completions (streaming as Server-Sent Events)
 //   GET /v1/models, GET /health, GET /metrics (Prometheus), GET / (a web chat page)
+// Who may use it (API key, allowed origins, JSON bodies only) is server/access_policy.h.
 // Requests queue against the model (GenerationQueue); bad input gets an OpenAI-style
 // error object with a 4xx status, and the server stays up.
 #include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "runtime/engine.h"
+#include "runtime/sampler.h"
 
 namespace epq::server {
 
@@ -18,9 +21,12 @@ struct ServerOptions {
   int port = 8080;
   std::string model_id;  // name clients use; default: the file name without .gguf
   size_t max_body_bytes = 1 << 20;
+  int max_tokens = runtime::kMaxGeneratedTokens;  // the most tokens one request may ask for (more: 400)
   int max_connections = 64;      // connections served at once, each on its own thread; more wait
-  int read_timeout_seconds = 10;  // a client silent this long while sending (or idle between requests) is dropped
+  int read_timeout_seconds = 10;  // a client silent this long while sending, not reading a reply, or idle is dropped
   std::optional<std::string> chat_template;  // replaces the model's template (its source text)
+  std::string api_key;                       // empty: no key needed
+  std::vector<std::string> cors_origins;     // origins other pages may call from (see access_policy.h)
 };
 
 // What a request may cost while it is read, parsed, rendered and tokenized: a fixed part

@@ -87,7 +87,7 @@ nlohmann::ordered_json parse_request_json(std::string_view text) {
   }
 }
 
-CompletionRequest parse_completion_request(const std::string& text, bool chat) {
+CompletionRequest parse_completion_request(const std::string& text, bool chat, int max_tokens) {
   ordered body = parse_request_json(text);
   if (!body.is_object()) throw invalid_request("the request body must be a JSON object");
   CompletionRequest r;
@@ -139,9 +139,9 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
     if (body["stream_options"].contains("include_usage")) r.include_usage = boolean(body["stream_options"], "include_usage");
   }
   runtime::GenerateOptions& g = r.generate;
-  g.max_tokens = 256;
+  g.max_tokens = std::min(256, max_tokens);
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
-    if (body.contains(key) && !body[key].is_null()) g.max_tokens = static_cast<int>(integer(body, key, 1, runtime::kMaxGeneratedTokens));
+    if (body.contains(key) && !body[key].is_null()) g.max_tokens = static_cast<int>(integer(body, key, 1, max_tokens));
   }
   runtime::SamplerOptions& s = g.sampler;
   s.temperature = 1.0f;  // OpenAI's defaults: plain sampling at temperature 1

@@ -47,8 +47,9 @@ inline constexpr int kMaxJsonDepth = 64;  // nesting of arrays and objects in a 
 // A request body as JSON: ApiError (400) for bad syntax, numbers out of range and values
 // nested deeper than kMaxJsonDepth, which are refused while parsing.
 nlohmann::ordered_json parse_request_json(std::string_view body);
-// Throws ApiError (400) naming the offending field.
-CompletionRequest parse_completion_request(const std::string& body, bool chat);
+// Throws ApiError (400) naming the offending field. max_tokens bounds what the request may
+// ask for; a request that does not ask gets 256, or max_tokens if that is less.
+CompletionRequest parse_completion_request(const std::string& body, bool chat, int max_tokens = runtime::kMaxGeneratedTokens);
 
 struct Reply {
   std::string id;

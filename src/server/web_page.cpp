@@ -40,7 +40,27 @@ const send = document.getElementById('send');
 const stats = document.getElementById('stats');
 const history = [];
 
-fetch('/v1/models').then(r => r.json()).then(j => {
+// A server started with an API key answers 401: ask for the key, keep it for this tab, retry.
+let apiKey = sessionStorage.getItem('epq-api-key') || '';
+function withKey(options) {
+  const headers = Object.assign({}, options.headers);
+  if (apiKey) headers['Authorization'] = 'Bearer ' + apiKey;
+  return Object.assign({}, options, {headers});
+}
+async function call(url, options = {}) {
+  let response = await fetch(url, withKey(options));
+  if (response.status === 401) {
+    const key = window.prompt('This server needs an API key');
+    if (key) {
+      apiKey = key.trim();
+      sessionStorage.setItem('epq-api-key', apiKey);
+      response = await fetch(url, withKey(options));
+    }
+  }
+  return response;
+}
+
+call('/v1/models').then(r => r.json()).then(j => {
   if (j.data && j.data[0]) document.getElementById('model').textContent = j.data[0].id;
 }).catch(() => {});
 
@@ -61,7 +81,7 @@ async function ask(text) {
   let reasoningDiv = null, content = '', reasoning = '', tokens = 0;
   const started = performance.now();
   try {
-    const response = await fetch('/v1/chat/completions', {
+    const response = await call('/v1/chat/completions', {
       method: 'POST',
       headers: {'Content-Type': 'application/json'},
       body: JSON.stringify({messages: history, stream: true, max_tokens: 512}),

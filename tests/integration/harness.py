@@ -18,9 +18,23 @@ WORKDIR = None
 PLAN_MARGIN = (1 << 20) + (1 << 16)
 
 
-def run(*args, check=True, timeout=600, env=None, input=None):
-    """Runs epq with args; returns the CompletedProcess (text mode)."""
-    proc = subprocess.run([EPQ, *map(str, args)], capture_output=True, text=True, errors="surrogateescape",
+
+def _no_aslr_wrapper():
+    """setarch -R (address-space randomisation off) where the kernel lets us; else nothing."""
+    try:
+        ok = subprocess.run(["setarch", "-R", "true"], capture_output=True).returncode == 0
+    except OSError:
+        ok = False
+    return ("setarch", "-R") if ok else ()
+
+
+# A wrapper for run() that turns address-space randomisation off for the command.
+NO_ASLR = _no_aslr_wrapper()
+
+
+def run(*args, check=True, timeout=600, env=None, input=None, wrapper=()):
+    """Runs epq with args (under wrapper, e.g. NO_ASLR); returns the CompletedProcess (text mode)."""
+    proc = subprocess.run([*wrapper, EPQ, *map(str, args)], capture_output=True, text=True, errors="surrogateescape",
                           timeout=timeout, env=env, input=input)
     if check and proc.returncode != 0:
         raise AssertionError(f"epq {' '.join(map(str, args))} failed ({proc.returncode}):\n"

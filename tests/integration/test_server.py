@@ -30,11 +30,12 @@ def free_port():
 class Server:
     """An `epq serve` process on a free port."""
 
-    def __init__(self, model, *args, wrapper=()):
-        """wrapper: a command the server runs under, such as `epq limit --memory 160M --`."""
+    def __init__(self, model, *args, wrapper=(), env=None):
+        """wrapper: a command the server runs under, such as `epq limit --memory 160M --`;
+        env: its environment (default: this one)."""
         self.port = free_port()
         self.proc = subprocess.Popen([*wrapper, harness.EPQ, "serve", "-m", model, "--port", str(self.port), "-t", "2", *args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         deadline = time.time() + 30
         while time.time() < deadline:
             try:
@@ -44,14 +45,19 @@ class Server:
                 time.sleep(0.05)
         raise AssertionError("the server did not start: " + self.proc.stderr.read())
 
-    def request(self, method, route, body=None, headers=None, timeout=120):
+    def exchange(self, method, route, body=None, headers=None, timeout=120):
+        """One request: the status, the response's headers (a dict, lower-case names) and its body."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         data = body if isinstance(body, (bytes, str)) or body is None else json.dumps(body)
-        conn.request(method, route, body=data, headers=headers or {"Content-Type": "application/json"})
+        conn.request(method, route, body=data, headers={"Content-Type": "application/json"} if headers is None else headers)
         r = conn.getresponse()
         payload = r.read().decode("utf-8", "surrogateescape")
         conn.close()
-        return r.status, payload
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, payload
+
+    def request(self, method, route, body=None, headers=None, timeout=120):
+        status, _, payload = self.exchange(method, route, body, headers, timeout)
+        return status, payload
 
     def get(self, route):
         return self.request("GET", route)
@@ -229,6 +235,54 @@ class ServerTest(unittest.TestCase):
         self.assertEqual(r["user"], "Hello there, tell me a story.")
         self.assertGreater(len(r["text"]), 0)
         self.assertGreater(r["lengths"], 2, "the reply appeared at once instead of streaming")
+
+
+class Limits(unittest.TestCase):
+    """Each limit's flag, set low, holds (docs/SERVER.md "Limits")."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(synth("server.gguf", "--preset", "tiny"), "--max-body", "64K", "--max-tokens", "8",
+                            "--max-connections", "2", "--timeout", "3")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def test_max_body(self):
+        status, payload = self.server.post("/v1/completions", {"prompt": "a " * 50000, "max_tokens": 1})
+        self.assertEqual(status, 413, payload)
+        self.assertIn("larger than 65536 bytes", payload["error"]["message"])
+        status, payload = self.server.post("/v1/completions", {"prompt": "a " * 30000, "max_tokens": 1})
+        self.assertNotEqual(status, 413, payload)
+
+    def test_max_tokens(self):
+        status, payload = self.server.post("/v1/completions", {"prompt": "The river", "max_tokens": 9})
+        self.assertEqual(status, 400, payload)
+        self.assertEqual(payload["error"]["param"], "max_tokens")
+        self.assertIn("between 1 and 8", payload["error"]["message"])
+        for body in ({"max_tokens": 8}, {}):  # a request that does not ask gets the most it may have
+            status, payload = self.server.post("/v1/completions", dict(body, prompt="The river", ignore_eos=True))
+            self.assertEqual(status, 200, payload)
+            self.assertEqual(payload["usage"]["completion_tokens"], 8)
+
+    def test_max_connections_and_timeout(self):
+        """Two silent clients hold both connection threads: a third waits until --timeout
+        (3 s) drops them, then is served."""
+        slow = [socket.create_connection(("127.0.0.1", self.server.port), timeout=30) for _ in range(2)]
+        start = time.time()
+        for s in slow:
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")  # and then nothing
+        with self.assertRaises(TimeoutError):
+            self.server.request("GET", "/health", timeout=1)
+        self.assertEqual(self.server.request("GET", "/health", timeout=30)[0], 200)
+        for s in slow:
+            while s.recv(4096):  # until the server closes it (a socket timeout of 30 s fails the test)
+                pass
+            s.close()
+        waited = time.time() - start
+        self.assertGreater(waited, 2.5)
+        self.assertLess(waited, 8, "the server kept silent clients past --timeout")
 
 
 class ReasoningTest(unittest.TestCase):
