@@ -446,52 +446,27 @@ struct DotQ8K {
   }
 };
 
-// ---- float formats against F32 activations ----
-struct LoadF32 {
-  static __m256 load8(const void* w, int64_t i) { return _mm256_loadu_ps(static_cast<const float*>(w) + i); }
-  static float load1(const void* w, int64_t i) { return static_cast<const float*>(w)[i]; }
-};
-struct LoadF16 {
-  static __m256 load8(const void* w, int64_t i) { return load_f16(static_cast<const uint16_t*>(w) + i); }
-  static float load1(const void* w, int64_t i) { return f16_to_f32(static_cast<const uint16_t*>(w)[i]); }
-};
-struct LoadBF16 {
-  static __m256 load8(const void* w, int64_t i) {
-    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + i));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  }
-  static float load1(const void* w, int64_t i) { return bf16_to_f32(static_cast<const uint16_t*>(w)[i]); }
-};
-
-template <typename L>
-struct DotFloat {
-  template <int C>
-  static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
-    const float* a[C];
-    __m256 acc0[C], acc1[C];
-    for (int c = 0; c < C; ++c) a[c] = act_col<float>(act, stride, c), acc0[c] = acc1[c] = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-      const __m256 w0 = L::load8(w, i), w1 = L::load8(w, i + 8);
-      for (int c = 0; c < C; ++c) {
-        acc0[c] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(a[c] + i), acc0[c]);
-        acc1[c] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(a[c] + i + 8), acc1[c]);
-      }
-    }
-    for (int c = 0; c < C; ++c) {
-      float s = hsum(_mm256_add_ps(acc0[c], acc1[c]));
-      for (int64_t k = i; k < n; ++k) s += L::load1(w, k) * a[c][k];
-      out[c] = s;
-    }
-  }
+// ---- float formats against F32 activations (DotFloat, kernel_common.h) ----
+// 16 floats as two 256-bit halves.
+struct Floats16x2 {
+  struct T {
+    __m256 low, high;
+  };
+  static constexpr int kAccumulators = 4;  // 16-float sums in registers at once: 8 of the 16
+  static T zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+  static T load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+  template <typename L>
+  static T load_weights(const void* w, int64_t i) { return {L::load8(w, i), L::load8(w, i + 8)}; }
+  static T fmadd(T w, T a, T acc) { return {_mm256_fmadd_ps(w.low, a.low, acc.low), _mm256_fmadd_ps(w.high, a.high, acc.high)}; }
+  static float sum(T acc) { return hsum(_mm256_add_ps(acc.low, acc.high)); }
 };
 
 KernelSet make_avx2() {
   KernelSet s{"avx2", {}};
   auto set = [&](Type t, DotKernel k) { s.dot[static_cast<uint32_t>(t)] = k; };
-  set(Type::F32, entry<DotFloat<LoadF32>>);
-  set(Type::F16, entry<DotFloat<LoadF16>>);
-  set(Type::BF16, entry<DotFloat<LoadBF16>>);
+  set(Type::F32, entry<DotFloat<LoadF32, Floats16x2>>);
+  set(Type::F16, entry<DotFloat<LoadF16, Floats16x2>>);
+  set(Type::BF16, entry<DotFloat<LoadBF16, Floats16x2>>);
   set(Type::Q4_0, entry<Dot32<FmtQ4_0>>);
   set(Type::Q4_1, entry<Dot32<FmtQ4_1>>);
   set(Type::Q5_0, entry<Dot32<FmtQ5_0>>);

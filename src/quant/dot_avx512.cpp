@@ -1,5 +1,6 @@
 // AVX-512 dot kernels (F, BW, VL, DQ and VNNI) for the formats that carry MoE weights:
-// Q4_K, Q5_K, Q6_K and Q8_0. The set takes the AVX2 kernels for every other type.
+// Q4_K, Q5_K, Q6_K, Q8_0 and the float formats (F32, F16, BF16). The set takes the AVX2
+// kernels for every other type.
 //
 // The K formats work on 64 elements per register: codes (unsigned) times activations
 // with vpmaddubsw, then vpdpwssd multiplies those pair sums by the sub-block scales and
@@ -20,6 +21,7 @@
 #endif
 
 #include <cstring>
+#include <type_traits>
 
 #include "quant/activation.h"
 #include "quant/blocks.h"
@@ -41,14 +43,16 @@ inline V512i broadcast256(const void* p) { return simde_mm512_broadcast_i64x4(lo
 inline V512i halves16(int16_t low, int16_t high) {
   return simde_mm512_inserti64x4(simde_mm512_castsi256_si512(_mm256_set1_epi16(low)), _mm256_set1_epi16(high), 1);
 }
-// int32 lanes to floats. SIMDe 0.7 (Debian 12) lacks this one: two AVX2 halves there.
+// Two 256-bit halves as one vector (for what SIMDe 0.7, Debian 12, lacks).
+inline V512 join(__m256 low, __m256 high) {
+  return simde_mm512_castpd_ps(simde_mm512_insertf64x4(simde_mm512_castpd256_pd512(_mm256_castps_pd(low)), _mm256_castps_pd(high), 1));
+}
+// int32 lanes to floats. SIMDe 0.7 lacks this one: two AVX2 halves there.
 inline V512 to_float(V512i v) {
 #if defined(__AVX512F__)
   return _mm512_cvtepi32_ps(v);
 #else
-  const __m256 low = _mm256_cvtepi32_ps(simde_mm512_castsi512_si256(v));
-  const __m256 high = _mm256_cvtepi32_ps(simde_mm512_extracti64x4_epi64(v, 1));
-  return simde_mm512_castpd_ps(simde_mm512_insertf64x4(simde_mm512_castpd256_pd512(_mm256_castps_pd(low)), _mm256_castps_pd(high), 1));
+  return join(_mm256_cvtepi32_ps(simde_mm512_castsi512_si256(v)), _mm256_cvtepi32_ps(simde_mm512_extracti64x4_epi64(v, 1)));
 #endif
 }
 inline float hsum512(V512 v) {
@@ -197,6 +201,32 @@ struct DotQ8_0 {
   }
 };
 
+// F32, F16 and BF16 weights (DotFloat, kernel_common.h): 16 floats in one vector, lanes
+// 0-7 and 8-15 summed as the AVX2 kernels' two halves are, so the bits are the same.
+struct Floats16 {
+  using T = V512;
+  static constexpr int kAccumulators = 8;
+  static T zero() { return simde_mm512_setzero_ps(); }
+  static T load(const float* p) { return simde_mm512_loadu_ps(p); }
+  template <typename L>
+  static T load_weights(const void* w, int64_t i) {
+#if defined(__AVX512F__)  // SIMDe 0.7 lacks the 512-bit conversions
+    if constexpr (std::is_same_v<L, LoadF32>) {
+      return _mm512_loadu_ps(static_cast<const float*>(w) + i);
+    } else if constexpr (std::is_same_v<L, LoadF16>) {
+      return _mm512_cvtph_ps(load256(static_cast<const uint16_t*>(w) + i));
+    } else {
+      static_assert(std::is_same_v<L, LoadBF16>);
+      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(load256(static_cast<const uint16_t*>(w) + i)), 16));
+    }
+#else
+    return join(L::load8(w, i), L::load8(w, i + 8));
+#endif
+  }
+  static T fmadd(T w, T a, T acc) { return simde_mm512_fmadd_ps(w, a, acc); }
+  static float sum(T acc) { return hsum512(acc); }
+};
+
 KernelSet make_avx512(const char* name) {
   KernelSet s = *avx2_kernels();
   s.name = name;
@@ -205,6 +235,9 @@ KernelSet make_avx512(const char* name) {
   set(Type::Q5_K, entry<DotQ45K<true>>);
   set(Type::Q6_K, entry<DotQ6K>);
   set(Type::Q8_0, entry<DotQ8_0>);
+  set(Type::F32, entry<DotFloat<LoadF32, Floats16>>);
+  set(Type::F16, entry<DotFloat<LoadF16, Floats16>>);
+  set(Type::BF16, entry<DotFloat<LoadBF16, Floats16>>);
   return s;
 }
 

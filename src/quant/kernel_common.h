@@ -1,15 +1,17 @@
 #pragma once
 // Pieces shared by the SIMD kernel files (dot_avx2.cpp, dot_avx512.cpp): loads, prefetch,
-// Q4_K/Q5_K scale unpacking and the DotKernel entry that dispatches on the column count.
+// Q4_K/Q5_K scale unpacking, the float-weight kernel and the DotKernel entry that dispatches on the column count.
 // Include only from kernel files. Everything here has internal linkage: each kernel file
 // is compiled for its own instruction set, and a shared out-of-line copy could carry
 // AVX-512 instructions into code that runs on an AVX2-only CPU.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
 #include "quant/blocks.h"
+#include "quant/float_bits.h"
 #include "util/avx2.h"
 
 namespace epq::quant {
@@ -23,6 +25,14 @@ constexpr int kPrefetchBytes = 4096;
 template <typename Block>
 inline void prefetch_ahead(const Block* b) {
   prefetch_lines(reinterpret_cast<const char*>(b) + kPrefetchBytes, sizeof(Block));
+}
+
+// The same for rows read side by side in a group of R (row_bytes apart), at byte `at` of
+// each: the line kPrefetchBytes further along this row, or past its end, along the row
+// that takes its place in the next group (R rows below), which no other row's prefetch covers.
+inline void prefetch_ahead_in_group(const uint8_t* row, size_t at, size_t row_bytes, int R) {
+  const size_t ahead = at + kPrefetchBytes;
+  _mm_prefetch(reinterpret_cast<const char*>(row + ahead + (ahead >= row_bytes ? static_cast<size_t>(R - 1) * row_bytes : 0)), _MM_HINT_T0);
 }
 
 // Column c of the activations: act + c * stride bytes.
@@ -46,6 +56,88 @@ inline __m256i k4_scales_and_mins_x2(const uint8_t* p, const uint8_t* q) {
   const __m256i low4 = _mm256_and_si256(_mm256_srlv_epi32(u2, _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4)), _mm256_set1_epi32(0x0f0f0f0f));
   return _mm256_blend_epi32(low6, _mm256_or_si256(low4, high_bits), 0b10101010);
 }
+
+// Rows [0, n_rows) in groups of R, then the rest one by one: fn.template operator()<G>(r)
+// for the group of G rows that starts at row r.
+template <int R, typename Fn>
+inline void row_groups(int64_t n_rows, Fn&& fn) {
+  int64_t r = 0;
+  for (; r + R <= n_rows; r += R) fn.template operator()<R>(r);
+  for (; r < n_rows; ++r) fn.template operator()<1>(r);
+}
+
+// Float weights: 8 of them as floats at element i (load8), one (load1), bytes per weight.
+struct LoadF32 {
+  static constexpr int kBytes = 4;
+  static __m256 load8(const void* w, int64_t i) { return _mm256_loadu_ps(static_cast<const float*>(w) + i); }
+  static float load1(const void* w, int64_t i) { return static_cast<const float*>(w)[i]; }
+};
+struct LoadF16 {
+  static constexpr int kBytes = 2;
+  static __m256 load8(const void* w, int64_t i) { return load_f16(static_cast<const uint16_t*>(w) + i); }
+  static float load1(const void* w, int64_t i) { return f16_to_f32(static_cast<const uint16_t*>(w)[i]); }
+};
+struct LoadBF16 {
+  static constexpr int kBytes = 2;
+  static __m256 load8(const void* w, int64_t i) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + i));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static float load1(const void* w, int64_t i) { return bf16_to_f32(static_cast<const uint16_t*>(w)[i]); }
+};
+
+// F32, F16 and BF16 weights (loaded by L) against F32 activations, 16 floats at a time in
+// V's vectors: 32-bit lane j of a row's sum takes elements 16k + j in turn (one FMA each),
+// then the lanes are added as hsum(lanes 0-7 + lanes 8-15), then the n % 16 last products
+// one by one. That order is the kernels' contract, so the AVX2 set (two 256-bit halves)
+// and the AVX-512 set (one 512-bit vector) give the same bits. With few columns, rows go
+// in groups (four for one column) so that their FMA chains overlap and each activation
+// vector is loaded once for the group; a row's sums do not depend on its partners.
+template <typename L, typename V>
+struct DotFloat {
+  static constexpr int64_t kLineElems = 64 / L::kBytes;  // weights per cache line, prefetched together
+
+  template <int R, int C>
+  static void rows(int64_t n, const uint8_t* w, size_t row_bytes, const void* act, size_t stride, float* out, size_t out_stride) {
+    const float* a[C];
+    const uint8_t* x[R];
+    typename V::T acc[R][C];
+    for (int c = 0; c < C; ++c) a[c] = act_col<float>(act, stride, c);
+    for (int r = 0; r < R; ++r) {
+      x[r] = w + static_cast<size_t>(r) * row_bytes;
+      for (int c = 0; c < C; ++c) acc[r][c] = V::zero();
+    }
+    auto step = [&](int64_t i) {
+      typename V::T av[C];
+      for (int c = 0; c < C; ++c) av[c] = V::load(a[c] + i);
+      for (int r = 0; r < R; ++r) {
+        const typename V::T wv = V::template load_weights<L>(x[r], i);
+        for (int c = 0; c < C; ++c) acc[r][c] = V::fmadd(wv, av[c], acc[r][c]);
+      }
+    };
+    int64_t i = 0;
+    for (; i + kLineElems <= n; i += kLineElems) {
+      for (int r = 0; r < R; ++r) prefetch_ahead_in_group(x[r], static_cast<size_t>(i * L::kBytes), row_bytes, R);
+      for (int64_t k = 0; k < kLineElems; k += 16) step(i + k);
+    }
+    for (; i + 16 <= n; i += 16) step(i);
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) {
+        float s = V::sum(acc[r][c]);
+        for (int64_t k = i; k < n; ++k) s += L::load1(x[r], k) * a[c][k];
+        out[static_cast<size_t>(c) * out_stride + static_cast<size_t>(r)] = s;
+      }
+    }
+  }
+
+  template <int C>
+  static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
+                     size_t out_stride) {
+    row_groups<std::clamp(V::kAccumulators / C, 1, 4)>(n_rows, [&]<int G>(int64_t r) {
+      rows<G, C>(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, act, stride, out + r, out_stride);
+    });
+  }
+};
 
 // K::run<C> on each row of the run in turn.
 template <typename K, int C>

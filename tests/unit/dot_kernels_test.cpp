@@ -1,8 +1,9 @@
 // Every SIMD dot kernel (AVX2, AVX-512 where the CPU has it, and AVX-512 emulated) against
 // the scalar reference, for every type: random data, random block bytes (all code
 // patterns), zero scales, saturated codes, 1..8 columns and odd row counts; a row's result
-// independent of the rows beside it, a column's of the column count. Also: the SIMD
-// activation quantizer matches its scalar twin exactly.
+// independent of the rows beside it, a column's of the column count. The float kernels
+// also bit for bit against their documented summation order. Also: the SIMD activation
+// quantizer matches its scalar twin exactly.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -138,7 +139,8 @@ TEST_P(DotKernels, MatchScalarReference) {
   const Case p = GetParam();
   ASSERT_NE(p.set, nullptr) << "this CPU cannot run these kernels";
   const int64_t block = info(p.type).block_elems == 1 ? 1 : info(p.type).block_elems;
-  const int64_t lengths[] = {block == 1 ? 7 : block, 256 * 3, 2048, block == 1 ? 1001 : 256 * 11};
+  // 13 blocks: not a multiple of the 2, 4 or 8 that kernels group blocks or rows by.
+  const int64_t lengths[] = {block == 1 ? 7 : block, 256 * 3, 2048, block == 1 ? 1001 : 256 * 11, block == 1 ? 4103 : block * 13};
   uint32_t seed = 1;
   for (Fill fill : {Fill::kQuantized, Fill::kRandomBytes, Fill::kZeroScale, Fill::kMaxCodes}) {
     for (int64_t n : lengths) check(*p.set, p.type, fill, n, 5, seed++);
@@ -199,6 +201,69 @@ TEST(NativeAvx512, ChosenAndEqualToTheEmulatedBuild) {
         dot_kernel(*set, t)(n, rows.data(), row_bytes(t, n), n_rows, acts.data(), activation_bytes(f, n), cols, out->data(), n_rows);
       }
       EXPECT_EQ(std::memcmp(native.data(), emulated.data(), native.size() * sizeof(float)), 0) << name(t) << " cols " << cols;
+    }
+  }
+}
+
+// The float kernels' summation order (DotFloat in quant/kernel_common.h), in scalar code:
+// lane j of 16 takes the products of elements 16k + j with one FMA each; then lanes 0-7
+// plus lanes 8-15, summed as hsum does; then the n % 16 last products one by one.
+float float_dot_in_kernel_order(const float* w, const float* a, int64_t n) {
+  float lane[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int j = 0; j < 16; ++j) lane[j] = std::fma(w[i + j], a[i + j], lane[j]);
+  }
+  float v[8];
+  for (int j = 0; j < 8; ++j) v[j] = lane[j] + lane[j + 8];
+  float s = ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+  for (; i < n; ++i) s += w[i] * a[i];
+  return s;
+}
+
+// F32, F16 and BF16 kernels of every set give exactly the bits of that order, for any row
+// grouping (odd row counts) and column count: the AVX2 and AVX-512 kernels agree with each
+// other and with the kernels before rows were grouped.
+TEST(FloatKernels, SumInTheDocumentedOrder) {
+  std::vector<const KernelSet*> sets = {avx2_kernels(), &avx512_kernels_emulated()};
+  if (avx512_kernels() != nullptr) sets.push_back(avx512_kernels());
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0, 1);
+  for (Type t : {Type::F32, Type::F16, Type::BF16}) {
+    const ActFormat f = activation_format(t);
+    for (int64_t n : {7, 16, 40, 1001, 4096, 4103}) {
+      const int n_rows = 7;
+      const size_t row_size = static_cast<size_t>(row_bytes(t, n));
+      std::vector<uint8_t> rows;
+      for (int r = 0; r < n_rows; ++r) {
+        const std::vector<uint8_t> row = make_row(t, n, Fill::kQuantized, rng);
+        rows.insert(rows.end(), row.begin(), row.end());
+      }
+      const size_t act_bytes = activation_bytes(f, n);
+      std::vector<uint8_t> acts(act_bytes * kMaxCols);
+      std::vector<float> x(static_cast<size_t>(n)), w(static_cast<size_t>(n)), a(static_cast<size_t>(n));
+      for (int c = 0; c < kMaxCols; ++c) {
+        for (float& v : x) v = normal(rng);
+        quantize_activation(f, x.data(), acts.data() + c * act_bytes, n);
+      }
+      std::vector<float> expect(static_cast<size_t>(n_rows) * kMaxCols);
+      for (int r = 0; r < n_rows; ++r) {
+        dequantize_row(t, rows.data() + row_size * static_cast<size_t>(r), w.data(), n);
+        for (int c = 0; c < kMaxCols; ++c) {
+          dequantize_activation(f, acts.data() + c * act_bytes, a.data(), n);
+          expect[static_cast<size_t>(c * n_rows + r)] = float_dot_in_kernel_order(w.data(), a.data(), n);
+        }
+      }
+      for (const KernelSet* set : sets) {
+        for (int cols = 1; cols <= kMaxCols; ++cols) {
+          std::vector<float> got(expect.size());
+          dot_kernel(*set, t)(n, rows.data(), row_size, n_rows, acts.data(), act_bytes, cols, got.data(), n_rows);
+          for (size_t i = 0; i < static_cast<size_t>(cols * n_rows); ++i) {
+            ASSERT_EQ(std::memcmp(&got[i], &expect[i], sizeof(float)), 0)
+                << set->name << " " << name(t) << " n " << n << " cols " << cols << " out " << i << ": " << got[i] << " vs " << expect[i];
+          }
+        }
+      }
     }
   }
 }
