@@ -5,6 +5,7 @@ Each test script is run by ctest as:  python3 test_x.py --epq PATH --workdir DIR
 """
 import argparse
 import os
+import re
 import subprocess
 import sys
 import unittest
@@ -44,6 +45,22 @@ def run(*args, check=True, timeout=600, env=None, input=None, wrapper=()):
 
 def path(name):
     return os.path.join(WORKDIR, name)
+
+
+def plan(model, *args):
+    """`epq plan`'s output."""
+    return run("plan", "-m", model, *args).stdout
+
+
+def plan_bytes(out, label):
+    """A byte count of `epq plan`'s output, from the line that starts with label."""
+    return int(re.search(re.escape(label) + r".*?\((\d+) bytes", out).group(1))
+
+
+def plan_mib(out, label):
+    """A ledger line of `epq plan`'s output, in MiB."""
+    value, unit = re.search(re.escape(label) + r"\s+([\d.]+) (KiB|MiB|GiB)", out).groups()
+    return float(value) * {"KiB": 1 / 1024, "MiB": 1, "GiB": 1024}[unit]
 
 
 def synth(name, *args):

@@ -21,8 +21,8 @@ import unittest
 import numpy as np
 
 import harness
-from harness import PLAN_MARGIN, path, run, synth
-from logit_checks import band, engine_logits, llamacpp_logits, read_ids, reference
+from harness import PLAN_MARGIN, path, plan, plan_bytes, plan_mib, run, synth
+from logit_checks import band, engine_logits, llamacpp_logits, reference
 from test_server import Server
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -37,19 +37,6 @@ TEXT = ("The old lighthouse keeper climbed the stairs every evening with a lamp 
         "then the wind, then the names of the ships that passed before the light went out.")
 
 
-def plan(model, *args):
-    return run("plan", "-m", model, *args).stdout
-
-
-def plan_bytes(out, label):
-    """A byte count of `epq plan`'s output, from the line that starts with label."""
-    return int(re.search(re.escape(label) + r".*?\((\d+) bytes", out).group(1))
-
-
-def plan_mib(out, label):
-    """A ledger line of `epq plan`'s output, in MiB."""
-    value, unit = re.search(re.escape(label) + r"\s+([\d.]+) (KiB|MiB|GiB)", out).groups()
-    return float(value) * {"KiB": 1 / 1024, "MiB": 1, "GiB": 1024}[unit]
 
 
 class AgainstLlamaCpp(unittest.TestCase):

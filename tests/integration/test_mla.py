@@ -16,14 +16,13 @@ Three independent checks of the graph's arithmetic:
 """
 import filecmp
 import os
-import re
 import sys
 import unittest
 
 import numpy as np
 
 import harness
-from harness import PLAN_MARGIN, path, run, synth
+from harness import PLAN_MARGIN, path, plan, plan_bytes, plan_mib, run, synth
 from logit_checks import band, engine_logits, llamacpp_logits, reference
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,17 +38,6 @@ F32 = ["--type-expert", "F32", "--type-expert-down", "F32", "--type-attn", "F32"
 TEXT = "The old lighthouse keeper climbed the stairs every evening with a lamp and wrote down the color of the sea."
 
 
-def plan(model, *args):
-    return run("plan", "-m", model, *args).stdout
-
-
-def plan_bytes(out, label):
-    return int(re.search(re.escape(label) + r".*?\((\d+) bytes", out).group(1))
-
-
-def plan_mib(out, label):
-    value, unit = re.search(re.escape(label) + r"\s+([\d.]+) (KiB|MiB|GiB)", out).groups()
-    return float(value) * {"KiB": 1 / 1024, "MiB": 1, "GiB": 1024}[unit]
 
 
 class AgainstLlamaCpp(unittest.TestCase):
