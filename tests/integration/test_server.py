@@ -3,6 +3,7 @@ client and raw HTTP, streaming that reassembles to the non-streaming text, 8 con
 clients, bad input, client disconnects, SIGTERM, reasoning_content, and the web page in
 headless Chromium."""
 import concurrent.futures
+import fcntl
 import http.client
 import json
 import os
@@ -335,8 +336,14 @@ class Shutdown(unittest.TestCase):
 
 
 def setUpModule():
-    if not os.path.isdir(os.path.join(CLIENTS, "node_modules")):
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=CLIENTS, check=True, capture_output=True, timeout=600)
+    """Installs the npm clients once; test scripts that run at the same time wait for it
+    (a lock), and a marker written after `npm ci` says the install is complete."""
+    marker = os.path.join(CLIENTS, "node_modules", ".epq-installed")
+    with open(os.path.join(CLIENTS, ".install.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(marker):
+            subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=CLIENTS, check=True, capture_output=True, timeout=600)
+            open(marker, "w").close()
 
 
 if __name__ == "__main__":
