@@ -58,6 +58,15 @@ def metrics(mine, theirs):
             float(np.max(np.abs(diff))))
 
 
+def assert_matches(test, logits, llama, max_rms, min_top1):
+    """A unittest check: logits within max_rms and min_top1 of each of llama.cpp's files."""
+    for name in LOGITS_FILES:
+        with test.subTest(logits=name):
+            rms, top1, _ = metrics(logits, llama[name])
+            test.assertLessEqual(rms, max_rms)
+            test.assertGreaterEqual(top1, min_top1)
+
+
 def model_class(path):
     arch = GGUFFile(path).metadata.get("general.architecture")
     if arch not in MODELS:

@@ -257,3 +257,18 @@ class DeepSeek2(GGUFModel):
 
         h = rms_norm(self.final_hidden(x), self.eps) * self.weight("output_norm.weight")
         return self.matmul(self.output_name, h, "output_in", pos)[:, :self.n_vocab]
+
+
+def decode_token_by_token(model, tokens):
+    """Logits of each position computed alone over the latent cache of the ones before it
+    (the decode path; works for every DeepSeek2 subclass)."""
+    embeddings = model.weight("token_embd.weight")[tokens]
+    empty = np.zeros((0, 1, model.kv_lora + model.n_rot), dtype=model.dtype)
+    cache = [empty] * model.n_layer
+    rows = []
+    for t in range(len(tokens)):
+        trace = {"x": [embeddings], "k": cache}
+        rows.append(model.forward(tokens[:t + 1], resume=(trace, 0, t))[0])
+        cache = model.trace["k"]
+        assert len(cache[0]) == t + 1
+    return np.array(rows)

@@ -27,8 +27,8 @@ import numpy as np  # noqa: E402
 import deepseek2  # noqa: E402
 from blocks import (apply_rope, apply_rope_norm, limit_to_groups, rms_norm,  # noqa: E402
                     rope_cos_sin)
-from compare_llamacpp import LOGITS_FILES, load, metrics  # noqa: E402
-from deepseek2 import DeepSeek2  # noqa: E402
+from compare_llamacpp import assert_matches, load, metrics  # noqa: E402
+from deepseek2 import DeepSeek2, decode_token_by_token  # noqa: E402
 
 REFERENCE = os.environ.get("DEEPSEEK2_REFERENCE", os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", "data", "llamacpp", "deepseek2"))
@@ -39,20 +39,6 @@ REFERENCE = os.environ.get("DEEPSEEK2_REFERENCE", os.path.join(
 # structural errors land at 36-68% (NEOX pairing 68%, kq without mscale^2 53%, rope
 # magnitude 1+0.1 ln F 55%, no YaRN 45%, no group limit 43%, group score = max 36%).
 MAX_RMS, MIN_TOP1, TIGHT = 0.005, 0.98, 1e-4
-
-
-def decode_token_by_token(model, tokens):
-    """Logits of each position computed alone over the cache of the ones before it."""
-    embeddings = model.weight("token_embd.weight")[tokens]
-    empty = np.zeros((0, 1, model.kv_lora + model.n_rot), dtype=model.dtype)
-    cache = [empty] * model.n_layer
-    rows = []
-    for t in range(len(tokens)):
-        trace = {"x": [embeddings], "k": cache}
-        rows.append(model.forward(tokens[:t + 1], resume=(trace, 0, t))[0])
-        cache = model.trace["k"]
-        assert len(cache[0]) == t + 1
-    return np.array(rows)
 
 
 class ExpandedDeepSeek2(DeepSeek2):
@@ -116,11 +102,7 @@ class ModelTest(unittest.TestCase):
         cls.trace = cls.model.trace   # (a resumed pass replaces model.trace)
 
     def check_match(self, logits, bar=MAX_RMS):
-        for name in LOGITS_FILES:
-            with self.subTest(logits=name):
-                rms, top1, _ = metrics(logits, self.llama[name])
-                self.assertLessEqual(rms, bar)
-                self.assertGreaterEqual(top1, MIN_TOP1)
+        assert_matches(self, logits, self.llama, bar, MIN_TOP1)
 
     def test_plan(self):
         m = self.model

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 
 from blocks import causal_attention, rms_norm  # noqa: E402
-from compare_llamacpp import LOGITS_FILES, load, metrics  # noqa: E402
+from compare_llamacpp import assert_matches, load, metrics  # noqa: E402
 from laguna import Laguna  # noqa: E402
 
 REFERENCE = os.environ.get("LAGUNA_REFERENCE", os.path.join(
@@ -139,11 +139,8 @@ class ModelTest(unittest.TestCase):
 
     def test_matches_llamacpp(self):
         for label, logits in (("plain", self.plain), ("emulate_q8", self.emulated)):
-            for name in LOGITS_FILES:
-                with self.subTest(model=label, logits=name):
-                    rms, top1, _ = metrics(logits, self.llama[name])
-                    self.assertLessEqual(rms, MAX_RMS)
-                    self.assertGreaterEqual(top1, MIN_TOP1)
+            with self.subTest(model=label):
+                assert_matches(self, logits, self.llama, MAX_RMS, MIN_TOP1)
 
 
 if __name__ == "__main__":

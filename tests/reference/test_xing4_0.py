@@ -25,7 +25,8 @@ import numpy as np  # noqa: E402
 
 import xing4_0  # noqa: E402
 from blocks import rms_norm  # noqa: E402
-from compare_llamacpp import LOGITS_FILES, load, metrics  # noqa: E402
+from compare_llamacpp import LOGITS_FILES, assert_matches, load, metrics  # noqa: E402
+from deepseek2 import decode_token_by_token  # noqa: E402
 from xing4_0 import Xing4_0, sinkhorn  # noqa: E402
 
 REFERENCE = os.environ.get("XING4_0_REFERENCE", os.path.join(
@@ -42,20 +43,6 @@ MAX_RMS, MIN_TOP1, TIGHT = 0.005, 0.98, 1e-4
 # sum to 1 within 0.018 (random logits of std 3: 0.035; 200 iterations: 1.2e-3; 1000:
 # 1.2e-6), the source columns within 1.0e-6 (the eps of the last step).
 ROW_TOL = 0.05
-
-
-def decode_token_by_token(model, tokens):
-    """Logits of each position computed alone over the cache of the ones before it."""
-    embeddings = model.weight("token_embd.weight")[tokens]
-    empty = np.zeros((0, 1, model.kv_lora + model.n_rot), dtype=model.dtype)
-    cache = [empty] * model.n_layer
-    rows = []
-    for t in range(len(tokens)):
-        trace = {"x": [embeddings], "k": cache}
-        rows.append(model.forward(tokens[:t + 1], resume=(trace, 0, t))[0])
-        cache = model.trace["k"]
-        assert len(cache[0]) == t + 1
-    return np.array(rows)
 
 
 def assert_doubly_stochastic(test, c, eps, row_tol):
@@ -91,11 +78,7 @@ class ModelTest(unittest.TestCase):
         cls.trace = cls.model.trace   # (a resumed pass replaces model.trace)
 
     def check_match(self, logits, bar=MAX_RMS):
-        for name in LOGITS_FILES:
-            with self.subTest(logits=name):
-                rms, top1, _ = metrics(logits, self.llama[name])
-                self.assertLessEqual(rms, bar)
-                self.assertGreaterEqual(top1, MIN_TOP1)
+        assert_matches(self, logits, self.llama, bar, MIN_TOP1)
 
     def test_plan(self):
         m = self.model
