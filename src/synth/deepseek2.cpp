@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "gguf/writer.h"
-#include "synth/file_type.h"
+#include "synth/general_metadata.h"
 #include "synth/layer_tensors.h"
 #include "synth/tokenizer_metadata.h"
 
@@ -68,12 +68,7 @@ void set_metadata(gguf::Writer& w, const Options& o) {
   auto u32 = [](int64_t v) { return Value::integer(ValueType::UINT32, v); };
   auto f32 = [](double v) { return Value::floating(ValueType::FLOAT32, v); };
   const std::string arch = arch_name(o.arch), a = arch + ".";
-  w.set("general.architecture", Value::string(arch));
-  w.set("general.type", Value::string("model"));
-  w.set("general.name", Value::string(o.name));
-  w.set("general.description", Value::string("random weights written by epq synth; not a trained model"));
-  w.set("general.quantization_version", u32(2));
-  w.set("general.file_type", u32(file_type(o.type_expert)));
+  set_general_metadata(w, o);
   w.set(a + "block_count", u32(o.n_layer + o.nextn));
   if (o.nextn > 0) w.set(a + "nextn_predict_layers", u32(o.nextn));
   w.set(a + "context_length", u32(o.context_length));

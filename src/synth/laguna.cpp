@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "gguf/writer.h"
-#include "synth/file_type.h"
+#include "synth/general_metadata.h"
 #include "synth/layer_tensors.h"
 #include "synth/tokenizer_metadata.h"
 
@@ -51,12 +51,7 @@ void set_metadata(gguf::Writer& w, const Options& o) {
   const std::string a = "laguna.";
   std::vector<int64_t> head_count;
   for (int l = 0; l < o.n_layer; ++l) head_count.push_back(heads(o, l));
-  w.set("general.architecture", Value::string("laguna"));
-  w.set("general.type", Value::string("model"));
-  w.set("general.name", Value::string(o.name));
-  w.set("general.description", Value::string("random weights written by epq synth; not a trained model"));
-  w.set("general.quantization_version", u32(2));
-  w.set("general.file_type", u32(file_type(o.type_expert)));
+  set_general_metadata(w, o);
   w.set(a + "context_length", u32(o.context_length));
   w.set(a + "embedding_length", u32(o.n_embd));
   w.set(a + "block_count", u32(o.n_layer));

@@ -1,6 +1,7 @@
-#include "synth/file_type.h"
+#include "synth/general_metadata.h"
 
 namespace epq::synth {
+namespace {
 
 int file_type(quant::Type expert) {
   switch (expert) {
@@ -22,6 +23,19 @@ int file_type(quant::Type expert) {
     case quant::Type::MXFP4: return 38;  // MXFP4_MOE
     default: return 15;
   }
+}
+
+}  // namespace
+
+void set_general_metadata(gguf::Writer& w, const Options& o) {
+  using gguf::Value;
+  using gguf::ValueType;
+  w.set("general.architecture", Value::string(arch_name(o.arch)));
+  w.set("general.type", Value::string("model"));
+  w.set("general.name", Value::string(o.name));
+  w.set("general.description", Value::string("random weights written by epq synth; not a trained model"));
+  w.set("general.quantization_version", Value::integer(ValueType::UINT32, 2));
+  w.set("general.file_type", Value::integer(ValueType::UINT32, file_type(o.type_expert)));
 }
 
 }  // namespace epq::synth
