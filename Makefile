@@ -3,7 +3,7 @@
 #   make test       build, run every test, then rebuild the unit tests with ASan/UBSan and run them
 #   make demo       run the trained demo model (demo/) paged under a kernel-enforced budget
 #   make bench      kernel benchmarks (docs/PERFORMANCE.md); scripts/bench_results.sh for the rest
-#   make fuzz       fuzz the GGUF parser for 5 minutes (clang + libFuzzer)
+#   make fuzz       fuzz every parser for 5 minutes each (clang + libFuzzer; scripts/fuzz.sh)
 
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=

@@ -8,6 +8,7 @@
 
 #include "app/commands.h"
 #include "pager/io_probe.h"
+#include "pager/pager.h"
 #include "quant/dot.h"
 #include "runtime/bench_sweep.h"
 #include "runtime/engine.h"
@@ -49,13 +50,19 @@ void print_table(const BenchArgs& a, const std::vector<runtime::BenchResult>& re
   const bool probed = o.probe_disk;
   if (probed) {
     fmt::print("- disk: O_DIRECT read rate probed for 2 s before each paged configuration (1 MiB reads at the pager's queue depth); "
-               "I/O bound = that rate / MiB read per decode token\n");
+               "I/O bound = that rate / MiB read per decode token; Belady bound = that rate / MiB Belady's MIN would read per decode "
+               "token on the run's own routing at its arena\n");
   }
+  std::string routing = "the model's own routers";
+  for (const auto& r : results) {
+    if (const runtime::RunReport* rep = r.first_report(); rep && !rep->route_trace.empty()) routing = rep->route_trace;
+  }
+  fmt::print("- routing: {}\n", routing);
   const bool ppl = !o.perplexity_file.empty();
   fmt::print("\n| budget | policy | top-k | result | arena | slots | coverage | peak RSS | anon | prompt tok/s | decode tok/s (min-max) | "
              "MiB/token | hit % | evictions |{}{}\n",
-             probed ? " disk MB/s | I/O bound tok/s | vs bound |" : "", ppl ? " PPL |" : "");
-  fmt::print("|---|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|{}{}\n", probed ? "---:|---:|---:|" : "",
+             probed ? " disk MB/s | I/O bound tok/s | vs bound | MIN MiB/token | Belady bound tok/s | vs Belady |" : "", ppl ? " PPL |" : "");
+  fmt::print("|---|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|{}{}\n", probed ? "---:|---:|---:|---:|---:|---:|" : "",
              ppl ? "---:|" : "");
   for (const auto& r : results) {
     const runtime::RunReport* rep = r.first_report();
@@ -73,11 +80,14 @@ void print_table(const BenchArgs& a, const std::vector<runtime::BenchResult>& re
       const double rate = r.disk_bytes_per_second;
       const double bound = paged && mib > 0 && rate > 0 ? rate / (mib * (1 << 20)) : NAN;
       const double limit = std::isnan(ram_decode) ? bound : std::isnan(bound) ? ram_decode : std::min(bound, ram_decode);
-      bound_cells = fmt::format(" {} | {} | {} |", rate > 0 ? cell(rate / 1e6, "{:.0f}") : "-", cell(bound),
-                                r.passed() && !std::isnan(limit) ? cell(r.median_decode() / limit * 100, "{:.0f}%") : "-");
+      const double belady = paged && rate > 0 && r.min_mib_per_token > 0 ? rate / (r.min_mib_per_token * (1 << 20)) : NAN;
+      bound_cells = fmt::format(" {} | {} | {} | {} | {} | {} |", rate > 0 ? cell(rate / 1e6, "{:.0f}") : "-", cell(bound),
+                                r.passed() && !std::isnan(limit) ? cell(r.median_decode() / limit * 100, "{:.0f}%") : "-",
+                                paged ? cell(r.min_mib_per_token, "{:.1f}") : "-", cell(belady),
+                                r.passed() && !std::isnan(belady) ? cell(r.median_decode() / belady * 100, "{:.0f}%") : "-");
     }
     fmt::print("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |{}{}\n", r.config.budget_label,
-               r.config.budget_label == "ram" ? "-" : r.config.evict, rep ? std::to_string(rep->n_expert_used) : "-", r.status(),
+               r.config.budget_label == "ram" ? "-" : r.config.policy(), rep ? std::to_string(rep->n_expert_used) : "-", r.status(),
                paged ? format_bytes(rep->arena_bytes) : "-", slots, paged ? cell(rep->coverage * 100, "{:.1f}%") : "-",
                r.runs.empty() ? "-" : format_bytes(r.max_peak_rss()), r.passed() ? format_bytes(r.max_anon()) : "-", cell(r.median_prompt()),
                r.passed() ? fmt::format("{} ({}-{})", cell(r.median_decode()), cell(r.min_decode()), cell(r.max_decode())) : "-",
@@ -96,12 +106,14 @@ void write_json(const std::string& path, const BenchArgs& a, const std::vector<r
   j["n_ctx"] = a.options.n_ctx;
   j["memory_limit"] = memory_limit_mechanism();
   j["kernels"] = quant::active_kernels().name;
+  j["route_trace"] = a.options.route_trace;
   j["configs"] = nlohmann::json::array();
   for (const auto& r : results) {
-    nlohmann::json c = {{"budget", r.config.budget_label}, {"budget_bytes", r.config.budget}, {"evict", r.config.evict},
+    nlohmann::json c = {{"budget", r.config.budget_label}, {"budget_bytes", r.config.budget}, {"evict", r.config.evict}, {"prefetch", r.config.prefetch},
                         {"expert_used", r.config.expert_used}, {"status", r.status()}, {"runs", nlohmann::json::array()}};
     if (r.perplexity) c["perplexity"] = *r.perplexity;
     if (r.disk_bytes_per_second > 0) c["disk_bytes_per_second"] = r.disk_bytes_per_second;
+    if (!std::isnan(r.min_mib_per_token)) c["belady_mib_per_decode_token"] = r.min_mib_per_token;
     for (const auto& run : r.runs) {
       nlohmann::json x = {{"exit_code", run.process.exit_code}, {"signal", run.process.signal},
                           {"killed_by_limit", run.process.killed_by_limit}, {"peak_rss", run.process.peak_rss},
@@ -175,6 +187,14 @@ void add_bench_command(CLI::App& root) {
       ->delimiter(',')
       ->check(CLI::IsMember(pager::eviction_policy_names()))
       ->capture_default_str();
+  c->add_option("--prefetch", o.prefetch, "Pager prefetch modes to compare in paged runs: off, gate, history (e.g. off,gate)")
+      ->delimiter(',')
+      ->check(CLI::IsMember(pager::prefetch_names()))
+      ->capture_default_str();
+  c->add_option("--route-trace", o.route_trace,
+                "Replay this routing trace (epq run --trace-routing) in every run in place of the model's routers, mapped onto its "
+                "layers and experts (docs/CACHING.md): disk and cache then behave as with that routing")
+      ->check(CLI::ExistingFile);
   c->add_option("--expert-used", o.expert_used, "Top-k values to compare (0: the model's own)")->delimiter(',');
   c->add_flag("--cold", o.cold, "Drop the model's page cache before every run (all caches when root)");
   c->add_option("--perplexity", o.perplexity_file, "Also measure PPL on this text file for each configuration");

@@ -38,11 +38,26 @@ void print_metadata(const gguf::File& f) {
   }
 }
 
+// A split model's files, one line each (an unsplit file is described by the first line).
+void print_shards(const gguf::File& f) {
+  if (f.shards().size() == 1) return;
+  fmt::print("\nShards ({})\n  {:>5}  {:<48} {:>12} {:>8} {:>9} {:>12}\n", f.shards().size(), "shard", "path", "size", "tensors",
+             "alignment", "data offset");
+  for (size_t i = 0; i < f.shards().size(); ++i) {
+    const gguf::Shard& s = f.shards()[i];
+    fmt::print("  {:>5}  {:<48} {:>12} {:>8} {:>9} {:>12}\n", i + 1, s.path, format_bytes(s.file_size), s.n_tensors, s.alignment,
+               s.data_offset);
+  }
+}
+
 void print_tensors(const gguf::File& f) {
-  fmt::print("\nTensors ({})\n  {:<36} {:<8} {:<22} {:>14} {:>12}\n", f.tensors().size(), "name", "type", "shape",
-             "offset", "bytes");
+  // Offsets count from the start of the tensor's own file; a split model names the shard.
+  const bool split = f.shards().size() > 1;
+  fmt::print("\nTensors ({})\n  {:<36} {:<8} {:<22} {:>14} {:>12}{}\n", f.tensors().size(), "name", "type", "shape", "offset",
+             "bytes", split ? "  shard" : "");
   for (const gguf::TensorInfo& t : f.tensors()) {
-    fmt::print("  {:<36} {:<8} {:<22} {:>14} {:>12}\n", t.name, quant::name(t.type), t.shape_string(), t.offset, t.bytes);
+    fmt::print("  {:<36} {:<8} {:<22} {:>14} {:>12}{}\n", t.name, quant::name(t.type), t.shape_string(), t.offset, t.bytes,
+               split ? fmt::format("  {:>5}", t.shard + 1) : "");
   }
 }
 
@@ -166,9 +181,18 @@ void run(const InspectArgs& a) {
   gguf::File f = gguf::File::open(a.model);
   if (!a.tensor.empty()) return print_dequant(f, a.tensor, a.dequant > 0 ? a.dequant : 16);
   const std::string arch = f.get_string_or("general.architecture", "?");
-  fmt::print("{}: GGUF v{}, {}, {} tensors, {} metadata keys, alignment {}, data at offset {}\n", a.model, f.version(),
-             format_bytes(f.file_size()), f.tensors().size(), f.metadata().size(), f.alignment(), f.data_offset());
+  const gguf::Shard& first = f.shards()[0];
+  if (f.shards().size() == 1) {
+    fmt::print("{}: GGUF v{}, {}, {} tensors, {} metadata keys, alignment {}, data at offset {}\n", a.model, f.version(),
+               format_bytes(first.file_size), f.tensors().size(), f.metadata().size(), first.alignment, first.data_offset);
+  } else {
+    uint64_t bytes = 0;
+    for (const gguf::Shard& s : f.shards()) bytes += s.file_size;
+    fmt::print("{}: GGUF v{}, split in {} shards, {} in all, {} tensors, {} metadata keys\n", a.model, f.version(), f.shards().size(),
+               format_bytes(bytes), f.tensors().size(), f.metadata().size());
+  }
   fmt::print("architecture: {}, name: {}\n", arch, f.get_string_or("general.name", "?"));
+  print_shards(f);
   if (!a.no_metadata) print_metadata(f);
   if (!a.no_tensors) print_tensors(f);
   print_composition(f);
@@ -181,7 +205,7 @@ void run(const InspectArgs& a) {
 void add_inspect_command(CLI::App& root) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* c = root.add_subcommand("inspect", "Show a GGUF file's metadata, tensors, weight composition and memory needs");
-  c->add_option("model", args->model, "GGUF file")->required();
+  c->add_option("model", args->model, "GGUF file (of a split model: its first shard, ...-00001-of-0000N.gguf)")->required();
   c->add_flag("--no-metadata", args->no_metadata, "Skip the metadata listing");
   c->add_flag("--no-tensors", args->no_tensors, "Skip the tensor table");
   c->add_option("--tensor", args->tensor, "Print dequantized values of this tensor instead");

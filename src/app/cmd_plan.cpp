@@ -3,6 +3,7 @@
 
 #include "app/commands.h"
 #include "app/engine_flags.h"
+#include "gguf/file.h"
 #include "runtime/memory_plan.h"
 #include "text/tokenizer.h"
 #include "util/error.h"
@@ -20,10 +21,13 @@ void run(const runtime::EngineOptions& options) {
   const models::ModelOptions model_options{o.expert_used, o.chunked_delta_rule};
   const models::ModelInfo info = models::read_model_info(file, model_options);
   file.unmap();
-  const runtime::MemoryPlan p = runtime::plan_memory_now(file, info, model_options, {*o.ram_budget, o.n_ctx, o.n_batch, o.n_threads, o.io});
+  const runtime::MemoryPlan p = runtime::plan_memory_now(file, info, model_options, {*o.ram_budget, o.n_ctx, o.n_batch, o.n_threads, o.io, 0, 0, false, o.prefetch == pager::Prefetch::kHistory});
 
   fmt::print("Memory plan for {} ({}), --ram-budget {}, --ctx {}, --batch {}, --threads {}\n\n", o.model_path, info.name,
              format_bytes(p.budget), o.n_ctx, o.n_batch, o.n_threads);
+  fmt::print("Model files ({} shard{})\n", file.shards().size(), file.shards().size() == 1 ? "" : "s");
+  for (const gguf::Shard& s : file.shards()) fmt::print("  {:<50} {:>12} {:>8} tensors\n", s.path, format_bytes(s.file_size), s.n_tensors);
+  fmt::print("\n");
   for (const runtime::LedgerLine& l : p.lines) fmt::print("  {:<50} {:>12}\n", l.name, format_bytes(l.bytes));
   fmt::print("  {:<50} {:>12}\n", "subtotal (everything but the expert arena)", format_bytes(p.fixed_bytes));
   if (p.feasible) {

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -25,7 +26,10 @@ struct ReplayArgs {
   std::string model;
   std::string json_path;
   std::string svg_path;
+  bool prefetch = false;
 };
+
+constexpr const char* kWithPrefetch = " + prefetch";
 
 struct Row {
   int64_t total;
@@ -54,15 +58,21 @@ void run(ReplayArgs& a) {
   int64_t tokens = 0, all = 0;
   for (const auto& p : trace.passes) tokens += p.n_tokens;
   for (const auto& c : classes.classes) all += static_cast<int64_t>(c.total_experts());
+  // Columns: each policy, with --prefetch each policy with prefetch as well, then MIN.
   std::vector<std::string> names = a.policies;
+  if (a.prefetch) {
+    for (const std::string& p : a.policies) names.push_back(p + kWithPrefetch);
+  }
   names.push_back(runtime::kBeladyName);
 
   std::vector<Row> rows;
   for (int64_t total : a.slots) {
     Row r{total, runtime::slots_for_total(classes, h.k, total), {}};
     for (const std::string& name : names) {
-      auto policy = name == runtime::kBeladyName ? runtime::make_belady_policy(trace) : pager::make_eviction_policy(name);
-      r.by_policy.push_back(runtime::replay_trace(trace, classes, r.slots, std::move(policy)));
+      const bool prefetch = name.ends_with(kWithPrefetch);
+      const std::string base = prefetch ? name.substr(0, name.size() - std::strlen(kWithPrefetch)) : name;
+      auto policy = base == runtime::kBeladyName ? runtime::make_belady_policy(trace) : pager::make_eviction_policy(base);
+      r.by_policy.push_back(runtime::replay_trace(trace, classes, r.slots, std::move(policy), nullptr, prefetch));
     }
     rows.push_back(std::move(r));
   }
@@ -72,6 +82,10 @@ void run(ReplayArgs& a) {
              classes.classes.size(), classes.classes.size() == 1 ? "" : "es");
   fmt::print("- trace: {} forward passes, {} tokens, {} expert requests\n", trace.passes.size(), tokens,
              rows.empty() ? 0 : rows[0].by_policy[0].requests);
+  const runtime::PredictorAccuracy predictor = runtime::measure_predictor(trace);
+  fmt::print("- prefetch predictor (--prefetch): named {:.1f}% of the next routed layer's experts ({} of {}); {:.1f}% of its {} "
+             "predictions were asked for\n",
+             100 * predictor.recall(), predictor.named, predictor.requested, 100 * predictor.precision(), predictor.predicted);
   fmt::print("- cells: hit % / MiB read; {} is Belady's MIN under the pager's rules (an upper bound on hits)\n\n", runtime::kBeladyName);
   fmt::print("| slots | per class | coverage |");
   for (const std::string& n : names) fmt::print(" {} |", n);
@@ -87,13 +101,15 @@ void run(ReplayArgs& a) {
   if (!a.json_path.empty()) {
     nlohmann::json j = {{"trace", a.trace}, {"model", h.model}, {"architecture", h.architecture}, {"n_layer", h.n_layer},
                         {"n_expert", h.n_expert}, {"n_expert_used", h.k}, {"passes", trace.passes.size()}, {"tokens", tokens},
-                        {"experts", all}, {"rows", nlohmann::json::array()}};
+                        {"experts", all}, {"rows", nlohmann::json::array()},
+                        {"predictor", {{"predicted", predictor.predicted}, {"requested", predictor.requested}, {"named", predictor.named}}}};
     for (const Row& r : rows) {
       nlohmann::json row = {{"slots", r.total}, {"slots_per_class", r.slots}, {"policies", nlohmann::json::object()}};
       for (size_t i = 0; i < names.size(); ++i) {
         const pager::PagerStats& s = r.by_policy[i];
         row["policies"][names[i]] = {{"requests", s.requests}, {"hits", s.hits}, {"misses", s.misses}, {"hit_percent", hit_percent(s)},
-                                     {"evictions", s.evictions()}, {"bytes_read", s.bytes_read},
+                                     {"evictions", s.evictions()}, {"bytes_read", s.bytes_read}, {"prefetched", s.prefetched},
+                                     {"prefetch_used", s.prefetch_used},
                                      {"mib_per_token", tokens ? mib(s.bytes_read) / static_cast<double>(tokens) : 0.0}};
       }
       j["rows"].push_back(row);
@@ -138,6 +154,9 @@ void add_replay_command(CLI::App& root) {
   c->add_option("-m,--model", args->model, "Check that the trace was recorded on this GGUF model");
   c->add_option("--json", args->json_path, "Write every result as JSON");
   c->add_option("--svg", args->svg_path, "Write a chart of hit % and MiB read per token against arena slots");
+  c->add_flag("--prefetch", args->prefetch,
+              "Also replay each policy with the pager's prefetch, as if every prefetch landed in time (hits and bytes read, "
+              "prefetches included)");
   c->callback([args] { run(*args); });
 }
 

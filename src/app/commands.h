@@ -17,5 +17,6 @@ void add_probe_io_command(CLI::App& root);
 void add_bench_command(CLI::App& root);
 void add_serve_command(CLI::App& root);
 void add_replay_command(CLI::App& root);
+void add_split_command(CLI::App& root);
 
 }  // namespace epq::app

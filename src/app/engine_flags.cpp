@@ -6,7 +6,7 @@
 namespace epq::app {
 
 void add_engine_flags(CLI::App* c, runtime::EngineOptions& o) {
-  c->add_option("-m,--model", o.model_path, "GGUF model file")->required();
+  c->add_option("-m,--model", o.model_path, "GGUF model file (of a split model: its first shard, ...-00001-of-0000N.gguf)")->required();
   c->add_option("-c,--ctx", o.n_ctx, "Context length in tokens")->check(CLI::Range(1, runtime::kMaxContext))->capture_default_str();
   c->add_option("-t,--threads", o.n_threads, "Compute threads, at most the CPUs this process may use (default: physical cores)")
       ->check(CLI::Range(1, runtime::kMaxThreads));
@@ -45,6 +45,15 @@ void add_engine_flags(CLI::App* c, runtime::EngineOptions& o) {
   c->add_option("--stats-file", o.stats_file, "Write one JSON line of pager counters per forward pass to this file");
   c->add_option("--trace-routing", o.trace_routing,
                 "Record every forward pass's expert choices and weights to this file, for epq replay (docs/ROUTING_TRACE.md)");
+  c->add_option_function<std::string>(
+       "--prefetch", [&o](const std::string& v) { o.prefetch = pager::parse_prefetch(v); },
+       "Paged runs: read the experts the next layer will likely ask for while the disk would idle: off (the default), gate (the "
+       "next layer's router on this layer's input) or history (experts that followed these before); docs/CACHING.md")
+      ->check(CLI::IsMember(pager::prefetch_names()));
+  c->add_option("--route-trace", o.route_trace,
+                "Benchmarks: replace the routers' choices by this routing trace's, mapped onto the model (docs/CACHING.md); "
+                "the outputs are then not the model's")
+      ->check(CLI::ExistingFile);
 }
 
 void add_sampler_flags(CLI::App* c, runtime::SamplerOptions& o) {

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   epq::app::add_bench_command(app);
   epq::app::add_serve_command(app);
   epq::app::add_replay_command(app);
+  epq::app::add_split_command(app);
   // Every failure is one line, "epq: error: ...", and exit status 1; --help and
   // --version print to stdout and exit 0.
   auto error = [](const std::string& message) {

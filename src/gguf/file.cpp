@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "gguf/split.h"
 #include "util/error.h"
 #include "util/mapping_guard.h"
 #include "util/regular_file.h"
@@ -159,6 +160,19 @@ std::string TensorInfo::shape_string() const {
 }
 
 File File::open(const std::string& path, Access access) {
+  File model = open_one(path, access);
+  const SplitSet split(model);
+  for (int no = 1; no < split.count(); ++no) {
+    split.check_present(no);
+    File shard = open_one(split.shard_path(no), access);
+    split.check_shard(no, shard);
+    model.adopt_shard(std::move(shard));
+  }
+  split.check_tensor_total(model.tensors_.size());
+  return model;
+}
+
+File File::open_one(const std::string& path, Access access) {
   struct stat st {};
   const int fd = open_regular_file(path, O_RDONLY, &st);
   if (st.st_size == 0) {
@@ -173,38 +187,54 @@ File File::open(const std::string& path, Access access) {
   }
   guard_mapping(map, static_cast<size_t>(st.st_size), path);
   File f;
+  Mapping& m = f.mappings_.emplace_back(Mapping{static_cast<const uint8_t*>(map), static_cast<size_t>(st.st_size)});
   if (access == Access::kHeaderOnly) {
-    madvise(map, static_cast<size_t>(st.st_size), MADV_RANDOM);
-    f.header_fd_ = fd;
+    madvise(map, m.size, MADV_RANDOM);
+    m.header_fd = fd;
   } else {
     ::close(fd);
   }
-  f.path_ = path;
-  f.map_ = static_cast<const uint8_t*>(map);
-  f.map_size_ = static_cast<size_t>(st.st_size);
-  f.parse_image({f.map_, f.map_size_});  // on throw, ~File unmaps
+  f.parse_image({m.data, m.size}, path);  // on throw, ~File unmaps
+  f.mappings_[0].header_bytes = f.shards_[0].data_offset;
   return f;
 }
 
 File File::parse(std::span<const uint8_t> bytes, const std::string& label) {
   File f;
-  f.path_ = label;
-  f.parse_image(bytes);
+  f.parse_image(bytes, label);
   return f;
 }
 
-void File::parse_image(std::span<const uint8_t> bytes) {
-  Cursor c(bytes, path_);
-  file_size_ = bytes.size();
+void File::adopt_shard(File&& shard) {
+  const uint32_t no = static_cast<uint32_t>(shards_.size());
+  tensors_.reserve(tensors_.size() + shard.tensors_.size());
+  for (TensorInfo& t : shard.tensors_) {
+    auto [it, added] = tensor_index_.emplace(t.name, tensors_.size());
+    if (!added) {
+      fail("{}: tensor '{}' is also in {}: a shard given twice, or one of another model", shard.path(), t.name,
+           shards_[tensors_[it->second].shard].path);
+    }
+    t.shard = no;
+    tensors_.push_back(std::move(t));
+  }
+  shards_.push_back(std::move(shard.shards_[0]));
+  if (!shard.mappings_.empty()) mappings_.push_back(std::exchange(shard.mappings_[0], Mapping{}));
+}
+
+void File::parse_image(std::span<const uint8_t> bytes, const std::string& label) {
+  Shard& shard = shards_.emplace_back(Shard{label, bytes.size()});
+  const std::string& path = shard.path;
+  const uint64_t file_size = shard.file_size;
+  Cursor c(bytes, path);
   if (bytes.size() < 4 || c.read<uint32_t>("the magic") != kMagic) {
-    fail("{}: bad magic: not a GGUF file", path_);
+    fail("{}: bad magic: not a GGUF file", path);
   }
   version_ = c.read<uint32_t>("the version");
   if (version_ != 2 && version_ != 3) {
     if ((version_ & 0xFFFF) == 0 && version_ != 0) {
-      fail("{}: GGUF file is big-endian; only little-endian files are supported", path_);
+      fail("{}: GGUF file is big-endian; only little-endian files are supported", path);
     }
-    fail("{}: unsupported GGUF version {} (supported: 2, 3)", path_, version_);
+    fail("{}: unsupported GGUF version {} (supported: 2, 3)", path, version_);
   }
   uint64_t n_tensors = c.read<uint64_t>("the tensor count");
   uint64_t n_kv = c.read<uint64_t>("the metadata count");
@@ -217,17 +247,17 @@ void File::parse_image(std::span<const uint8_t> bytes) {
     ValueType type = read_value_type(c, key);
     Value v = read_value(c, type, key, 0);
     if (!key_index_.emplace(key, metadata_.size()).second) {
-      fail("{}: duplicate metadata key '{}' at offset {}", path_, key, at);
+      fail("{}: duplicate metadata key '{}' at offset {}", path, key, at);
     }
     metadata_.emplace_back(std::move(key), std::move(v));
   }
 
   if (const Value* a = find("general.alignment")) {
     if (a->type() != ValueType::UINT32 || a->as_int() == 0 || (a->as_int() & (a->as_int() - 1)) != 0) {
-      fail("{}: general.alignment must be a power-of-two uint32, got {} {}", path_,
+      fail("{}: general.alignment must be a power-of-two uint32, got {} {}", path,
            type_name(a->type()), a->to_display());
     }
-    alignment_ = a->as_uint();
+    shard.alignment = a->as_uint();
   }
 
   c.check_count(n_tensors, 8 + 4 + 4 + 8, "tensor count", 8);
@@ -238,49 +268,52 @@ void File::parse_image(std::span<const uint8_t> bytes) {
     t.name = c.read_string("a tensor name");
     uint32_t n_dims = c.read<uint32_t>("a tensor's dimension count");
     if (n_dims == 0 || n_dims > kMaxDims) {
-      fail("{}: tensor '{}' has {} dimensions (1 to {} allowed)", path_, t.name, n_dims, kMaxDims);
+      fail("{}: tensor '{}' has {} dimensions (1 to {} allowed)", path, t.name, n_dims, kMaxDims);
     }
     t.n_elements = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
       int64_t ne = c.read<int64_t>("a tensor dimension");
-      if (ne < 0) fail("{}: tensor '{}' has negative dimension {}", path_, t.name, ne);
+      if (ne < 0) fail("{}: tensor '{}' has negative dimension {}", path, t.name, ne);
       if (__builtin_mul_overflow(t.n_elements, ne, &t.n_elements)) {
-        fail("{}: tensor '{}' dimensions overflow: their product exceeds 2^63", path_, t.name);
+        fail("{}: tensor '{}' dimensions overflow: their product exceeds 2^63", path, t.name);
       }
       t.dims.push_back(ne);
     }
     uint32_t type_id = c.read<uint32_t>("a tensor type");
     const quant::TypeInfo* ti = quant::find_type(type_id);
-    if (ti == nullptr) fail("{}: tensor '{}' has unknown type id {}", path_, t.name, type_id);
+    if (ti == nullptr) fail("{}: tensor '{}' has unknown type id {}", path, t.name, type_id);
     t.type = ti->type;
     if (t.dims[0] % ti->block_elems != 0) {
-      fail("{}: tensor '{}' row of {} elements is not a multiple of the {} block size {}", path_,
+      fail("{}: tensor '{}' row of {} elements is not a multiple of the {} block size {}", path,
            t.name, t.dims[0], ti->name, ti->block_elems);
     }
     t.bytes = static_cast<uint64_t>(t.n_elements / ti->block_elems) * static_cast<uint64_t>(ti->block_bytes);
     if (t.n_elements / ti->block_elems > INT64_MAX / ti->block_bytes) {
-      fail("{}: tensor '{}' byte size overflows", path_, t.name);
+      fail("{}: tensor '{}' byte size overflows", path, t.name);
     }
     t.offset = c.read<uint64_t>("a tensor offset");
-    if (t.offset % alignment_ != 0) {
-      fail("{}: tensor '{}' offset {} is not a multiple of the alignment {}", path_, t.name,
-           t.offset, alignment_);
+    if (t.offset % shard.alignment != 0) {
+      fail("{}: tensor '{}' offset {} is not a multiple of the alignment {}", path, t.name,
+           t.offset, shard.alignment);
     }
     if (!tensor_index_.emplace(t.name, tensors_.size()).second) {
-      fail("{}: duplicate tensor name '{}' at offset {}", path_, t.name, at);
+      fail("{}: duplicate tensor name '{}' at offset {}", path, t.name, at);
     }
     tensors_.push_back(std::move(t));
   }
 
   uint64_t header_end = c.pos();
-  data_offset_ = n_tensors == 0 ? header_end : (header_end + alignment_ - 1) / alignment_ * alignment_;
+  const uint64_t alignment = shard.alignment;
+  const uint64_t data_offset = n_tensors == 0 ? header_end : (header_end + alignment - 1) / alignment * alignment;
+  shard.data_offset = data_offset;
+  shard.n_tensors = tensors_.size();
   for (TensorInfo& t : tensors_) {
     uint64_t rel = t.offset;
-    if (rel > file_size_ || data_offset_ > file_size_ - rel || t.bytes > file_size_ - rel - data_offset_) {
+    if (rel > file_size || data_offset > file_size - rel || t.bytes > file_size - rel - data_offset) {
       fail("{}: truncated data: tensor '{}' ({} bytes at data offset {}) extends past the end of "
-           "the file ({} bytes)", path_, t.name, t.bytes, rel, file_size_);
+           "the file ({} bytes)", path, t.name, t.bytes, rel, file_size);
     }
-    t.offset = data_offset_ + rel;
+    t.offset = data_offset + rel;
   }
   std::vector<const TensorInfo*> by_offset;
   for (const TensorInfo& t : tensors_) by_offset.push_back(&t);
@@ -289,7 +322,7 @@ void File::parse_image(std::span<const uint8_t> bytes) {
   for (size_t i = 1; i < by_offset.size(); ++i) {
     const TensorInfo& a = *by_offset[i - 1];
     if (a.offset + a.bytes > by_offset[i]->offset) {
-      fail("{}: tensor data overlaps: '{}' and '{}'", path_, a.name, by_offset[i]->name);
+      fail("{}: tensor data overlaps: '{}' and '{}'", path, a.name, by_offset[i]->name);
     }
   }
 }
@@ -299,36 +332,39 @@ File::File(File&& other) noexcept { *this = std::move(other); }
 File& File::operator=(File&& other) noexcept {
   if (this == &other) return *this;
   unmap();
-  path_ = std::move(other.path_);
   version_ = other.version_;
-  alignment_ = other.alignment_;
-  data_offset_ = other.data_offset_;
-  file_size_ = other.file_size_;
+  shards_ = std::move(other.shards_);
+  mappings_ = std::exchange(other.mappings_, {});
   metadata_ = std::move(other.metadata_);
   key_index_ = std::move(other.key_index_);
   tensors_ = std::move(other.tensors_);
   tensor_index_ = std::move(other.tensor_index_);
-  map_ = std::exchange(other.map_, nullptr);
-  map_size_ = std::exchange(other.map_size_, 0);
-  header_fd_ = std::exchange(other.header_fd_, -1);
   return *this;
 }
 
 File::~File() { unmap(); }
 
 void File::unmap() {
-  if (map_ != nullptr) {
-    unguard_mapping(map_);
-    munmap(const_cast<uint8_t*>(map_), map_size_);
+  for (Mapping& m : mappings_) {
+    if (m.data != nullptr) {
+      unguard_mapping(m.data);
+      munmap(const_cast<uint8_t*>(m.data), m.size);
+    }
+    if (m.header_fd >= 0) {
+      posix_fadvise(m.header_fd, 0, static_cast<off_t>(m.header_bytes), POSIX_FADV_DONTNEED);
+      ::close(m.header_fd);
+    }
   }
-  map_ = nullptr;
-  map_size_ = 0;
-  if (header_fd_ >= 0) {
-    posix_fadvise(header_fd_, 0, static_cast<off_t>(data_offset_), POSIX_FADV_DONTNEED);
-    ::close(header_fd_);
-    header_fd_ = -1;
-  }
+  mappings_.clear();
 }
+
+std::vector<std::string> File::shard_paths() const {
+  std::vector<std::string> paths;
+  for (const Shard& s : shards_) paths.push_back(s.path);
+  return paths;
+}
+
+const uint8_t* File::mapping(uint32_t shard) const { return shard < mappings_.size() ? mappings_[shard].data : nullptr; }
 
 const Value* File::find(std::string_view key) const {
   auto it = key_index_.find(std::string(key));
@@ -347,8 +383,8 @@ namespace {
 
 int64_t File::get_int(std::string_view key) const {
   const Value* v = find(key);
-  if (v == nullptr) missing(path_, key);
-  if (!is_integer(v->type())) wrong_type(path_, key, *v, "an integer");
+  if (v == nullptr) missing(path(), key);
+  if (!is_integer(v->type())) wrong_type(path(), key, *v, "an integer");
   return v->as_int();
 }
 
@@ -358,9 +394,9 @@ int64_t File::get_int_or(std::string_view key, int64_t fallback) const {
 
 double File::get_float(std::string_view key) const {
   const Value* v = find(key);
-  if (v == nullptr) missing(path_, key);
+  if (v == nullptr) missing(path(), key);
   if (is_integer(v->type()) && v->type() != ValueType::BOOL) return static_cast<double>(v->as_int());
-  if (!is_float(v->type())) wrong_type(path_, key, *v, "a number");
+  if (!is_float(v->type())) wrong_type(path(), key, *v, "a number");
   return v->as_float();
 }
 
@@ -371,14 +407,14 @@ double File::get_float_or(std::string_view key, double fallback) const {
 bool File::get_bool_or(std::string_view key, bool fallback) const {
   const Value* v = find(key);
   if (v == nullptr) return fallback;
-  if (v->type() != ValueType::BOOL) wrong_type(path_, key, *v, "a bool");
+  if (v->type() != ValueType::BOOL) wrong_type(path(), key, *v, "a bool");
   return v->as_int() != 0;
 }
 
 const std::string& File::get_string(std::string_view key) const {
   const Value* v = find(key);
-  if (v == nullptr) missing(path_, key);
-  if (v->type() != ValueType::STRING) wrong_type(path_, key, *v, "a string");
+  if (v == nullptr) missing(path(), key);
+  if (v->type() != ValueType::STRING) wrong_type(path(), key, *v, "a string");
   return v->as_string();
 }
 
@@ -388,12 +424,12 @@ std::string File::get_string_or(std::string_view key, const std::string& fallbac
 
 const Value& File::get_array(std::string_view key, ValueType elem_type) const {
   const Value* v = find(key);
-  if (v == nullptr) missing(path_, key);
+  if (v == nullptr) missing(path(), key);
   bool ok = v->type() == ValueType::ARRAY &&
             (v->elem_type() == elem_type || (is_integer(elem_type) && is_integer(v->elem_type())) ||
              (is_float(elem_type) && is_float(v->elem_type())));
   if (!ok) {
-    fail("{}: metadata key '{}' is {}, expected an array of {}", path_, key,
+    fail("{}: metadata key '{}' is {}, expected an array of {}", path(), key,
          v->type() == ValueType::ARRAY ? fmt::format("an array of {}", type_name(v->elem_type()))
                                        : type_name(v->type()),
          type_name(elem_type));
@@ -407,8 +443,9 @@ const TensorInfo* File::find_tensor(std::string_view name) const {
 }
 
 std::span<const uint8_t> File::tensor_data(const TensorInfo& tensor) const {
-  if (map_ == nullptr) fail("{}: internal: tensor data requested but the file is not mapped", path_);
-  return {map_ + tensor.offset, tensor.bytes};
+  const uint8_t* base = mapping(tensor.shard);
+  if (base == nullptr) fail("{}: internal: tensor data requested but the file is not mapped", shards_[tensor.shard].path);
+  return {base + tensor.offset, tensor.bytes};
 }
 
 }  // namespace epq::gguf

@@ -1,7 +1,9 @@
 #pragma once
-// Reader of GGUF v2/v3 files (little-endian). open() maps the file and validates the
-// whole header: every later accessor can trust what it returns. Any malformed input
-// becomes an epq::Error whose message names the file and what is wrong with it.
+// Reader of GGUF v2/v3 models (little-endian): one file, or the shards of a split model
+// (gguf/split.h) read as one. open() maps every file and validates every header and the
+// shards against each other: every later accessor can trust what it returns. Metadata is
+// the first shard's; tensors are those of all shards, each knowing its shard. Any
+// malformed input becomes an epq::Error whose message names the file and what is wrong.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -24,11 +26,21 @@ struct TensorInfo {
   quant::Type type;
   std::vector<int64_t> dims;  // ne0 (fastest varying) first
   int64_t n_elements = 0;
-  uint64_t offset = 0;  // absolute byte offset in the file
+  uint32_t shard = 0;   // the file holding it: File::shards()[shard]
+  uint64_t offset = 0;  // absolute byte offset in that file
   uint64_t bytes = 0;
   // Tensors of 2+ dims are rows of dims[0] elements.
   uint64_t row_bytes() const { return static_cast<uint64_t>(quant::row_bytes(type, dims[0])); }
   std::string shape_string() const;
+};
+
+// One file of a model: the whole model, or one shard of a split one.
+struct Shard {
+  std::string path;
+  uint64_t file_size = 0;
+  uint64_t alignment = kDefaultAlignment;
+  uint64_t data_offset = 0;  // where its data section starts
+  size_t n_tensors = 0;
 };
 
 class File {
@@ -37,8 +49,11 @@ class File {
   // kHeaderOnly: only the header is read here; no readahead, and unmap() drops the
   // header's pages from the page cache, so tensor data never enters it through us.
   enum class Access { kAll, kHeaderOnly };
+  // `path` is the model's file, or the first shard of a split model: the others are
+  // found by their gguf-split names.
   static File open(const std::string& path, Access access = Access::kAll);
-  // Parses an in-memory image (no mapping is kept; tensor_data is unavailable).
+  // Parses an in-memory image of one file (no mapping is kept; tensor_data is
+  // unavailable).
   static File parse(std::span<const uint8_t> bytes, const std::string& label);
 
   File(File&& other) noexcept;
@@ -47,11 +62,11 @@ class File {
   File& operator=(const File&) = delete;
   ~File();
 
-  const std::string& path() const { return path_; }
+  // The model's path (its first shard's), as given to open().
+  const std::string& path() const { return shards_[0].path; }
   uint32_t version() const { return version_; }
-  uint64_t alignment() const { return alignment_; }
-  uint64_t data_offset() const { return data_offset_; }
-  uint64_t file_size() const { return file_size_; }
+  const std::vector<Shard>& shards() const { return shards_; }
+  std::vector<std::string> shard_paths() const;
 
   // Metadata in file order, and typed lookups. The get_* functions throw an Error that
   // names the key when it is missing or of the wrong type.
@@ -68,29 +83,36 @@ class File {
 
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* find_tensor(std::string_view name) const;
-  // The tensor's bytes inside the mapping; only for files from open() that are mapped.
+  // The tensor's bytes inside its shard's mapping; only for files from open() that are
+  // mapped.
   std::span<const uint8_t> tensor_data(const TensorInfo& tensor) const;
-  // Start of the file's mapping (null if not mapped): tensor data is at mapping() + offset.
-  const uint8_t* mapping() const { return map_; }
-  // Drops the mapping (metadata and the tensor index stay valid).
+  // Start of a shard's mapping (null if not mapped): tensor t's data is at
+  // mapping(t.shard) + t.offset.
+  const uint8_t* mapping(uint32_t shard) const;
+  // Drops the mappings (metadata and the tensor index stay valid).
   void unmap();
 
  private:
-  File() = default;
-  void parse_image(std::span<const uint8_t> bytes);
+  struct Mapping {
+    const uint8_t* data = nullptr;
+    size_t size = 0;
+    int header_fd = -1;  // kHeaderOnly: kept to drop the header's pages at unmap()
+    uint64_t header_bytes = 0;
+  };
 
-  std::string path_;
+  File() = default;
+  static File open_one(const std::string& path, Access access);
+  void parse_image(std::span<const uint8_t> bytes, const std::string& label);
+  // Moves the tensors and the mapping of `shard` (one file, just opened) into this model.
+  void adopt_shard(File&& shard);
+
   uint32_t version_ = 0;
-  uint64_t alignment_ = kDefaultAlignment;
-  uint64_t data_offset_ = 0;
-  uint64_t file_size_ = 0;
+  std::vector<Shard> shards_;
+  std::vector<Mapping> mappings_;  // one per shard when mapped, else none
   std::vector<std::pair<std::string, Value>> metadata_;
   std::unordered_map<std::string, size_t> key_index_;
   std::vector<TensorInfo> tensors_;
   std::unordered_map<std::string, size_t> tensor_index_;
-  const uint8_t* map_ = nullptr;
-  size_t map_size_ = 0;
-  int header_fd_ = -1;  // kHeaderOnly: kept to drop the header's pages at unmap()
 };
 
 }  // namespace epq::gguf

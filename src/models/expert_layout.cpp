@@ -21,7 +21,7 @@ ExpertLayout read_expert_layout(const gguf::File& file, int layer, int64_t n_emb
       fail("{}: tensor '{}' has type {}, which EPQ does not support (supported: {})", file.path(), name,
            quant::name(t->type), quant::supported_type_names());
     }
-    *parts[i] = {t->type, t->dims[1], t->dims[0], t->offset, t->bytes / static_cast<uint64_t>(t->dims[2])};
+    *parts[i] = {t->type, t->dims[1], t->dims[0], t->shard, t->offset, t->bytes / static_cast<uint64_t>(t->dims[2])};
     if (i == 0) l.n_expert = static_cast<int>(t->dims[2]);
     if (t->dims[2] != l.n_expert) fail("{}: tensor '{}' has {} experts, expected {}", file.path(), name, t->dims[2], l.n_expert);
   }

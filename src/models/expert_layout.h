@@ -1,7 +1,7 @@
 #pragma once
 // Where one layer's routed experts live in the GGUF file. Each of gate, up and down is a
 // 3-D tensor [cols, rows, n_expert]; expert e's matrix is the contiguous byte range
-// [offset + e * bytes, offset + (e + 1) * bytes).
+// [offset + e * bytes, offset + (e + 1) * bytes) of the tensor's shard.
 #include <cstdint>
 #include <vector>
 
@@ -14,7 +14,8 @@ struct ExpertPart {
   quant::Type type = quant::Type::F32;
   int64_t rows = 0;
   int64_t cols = 0;
-  uint64_t offset = 0;  // file offset of expert 0
+  uint32_t shard = 0;   // the file holding it (gguf::TensorInfo::shard)
+  uint64_t offset = 0;  // offset of expert 0 in that file
   uint64_t bytes = 0;   // bytes of one expert's matrix
   uint64_t expert_offset(int e) const { return offset + static_cast<uint64_t>(e) * bytes; }
 };

@@ -1,8 +1,9 @@
 #pragma once
-// ExpertSource over a fully mapped model file: every expert is always ready.
+// ExpertSource over a fully mapped model (every shard): every expert is always ready.
 #include <cstdint>
 #include <vector>
 
+#include "gguf/file.h"
 #include "models/expert_layout.h"
 #include "models/expert_source.h"
 
@@ -12,12 +13,14 @@ Matrix expert_matrix(const ExpertPart& part, const uint8_t* data);
 
 class ResidentExperts : public ExpertSource {
  public:
-  ResidentExperts(const uint8_t* file_base, std::vector<ExpertLayout> layouts);
+  ResidentExperts(const gguf::File& file, std::vector<ExpertLayout> layouts);
   void begin(int layer, std::span<const int> experts) override;
   bool next(std::vector<ReadyExpert>& ready) override;
 
  private:
-  const uint8_t* base_;
+  const uint8_t* data(const ExpertPart& part, int expert) const;
+
+  std::vector<const uint8_t*> shard_base_;  // each shard's mapping
   std::vector<ExpertLayout> layouts_;
   int layer_ = 0;
   std::vector<int> pending_;

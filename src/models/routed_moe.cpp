@@ -46,6 +46,11 @@ MoeWeights bind_moe(const WeightBinder& w, int layer, const MoeShape& s, bool ha
   MoeWeights m;
   m.router = w.matrix(layer_tensor(layer, "ffn_gate_inp"), s.n_embd, s.n_expert);
   if (has_bias) m.bias = w.vector("blk." + std::to_string(layer) + ".exp_probs_b.bias", s.n_expert);
+  const std::string next = layer_tensor(layer + 1, "ffn_gate_inp"), next_bias = "blk." + std::to_string(layer + 1) + ".exp_probs_b.bias";
+  if (w.loaded(next)) {
+    m.next_router = w.matrix(next, s.n_embd, s.n_expert);
+    if (has_bias && w.loaded(next_bias)) m.next_bias = w.vector(next_bias, s.n_expert);
+  }
   return m;
 }
 
@@ -54,6 +59,7 @@ RoutedMoe::RoutedMoe(StateAllocator& alloc, const MoeShape& shape, int max_token
   const size_t f = sizeof(float), T = static_cast<size_t>(max_tokens);
   const size_t assign = T * static_cast<size_t>(s_.n_expert_used);
   logits_ = alloc.take(T * static_cast<size_t>(s_.n_expert) * f);
+  next_logits_ = alloc.take(T * static_cast<size_t>(s_.n_expert) * f);
   gate_out_ = alloc.take(assign * static_cast<size_t>(s_.n_ff) * f);
   up_out_ = alloc.take(assign * static_cast<size_t>(s_.n_ff) * f);
   down_out_ = alloc.take(assign * static_cast<size_t>(s_.n_embd) * f);
@@ -65,8 +71,10 @@ RoutedMoe::RoutedMoe(StateAllocator& alloc, const MoeShape& shape, int max_token
 void RoutedMoe::forward(ThreadPool& pool, const MoeWeights& w, const ExpertLayout& layout, int layer, ExpertSource& experts,
                         Activations& act, int64_t T, ForwardTiming* timing) {
   const int64_t E = s_.n_embd, F = s_.n_ff, K = s_.n_expert_used, NE = s_.n_expert;
-  const MatmulJob router_job[] = {matmul_job(w.router, act.input, logits_.as<float>(), static_cast<size_t>(NE))};
-  run_matmuls(pool, router_job);
+  const bool stale_gate = experts.wants_prediction() && w.next_router.data != nullptr;
+  const MatmulJob router_jobs[] = {matmul_job(w.router, act.input, logits_.as<float>(), static_cast<size_t>(NE)),
+                                   stale_gate ? matmul_job(w.next_router, act.input, next_logits_.as<float>(), static_cast<size_t>(NE)) : MatmulJob{}};
+  run_matmuls(pool, std::span(router_jobs, stale_gate ? 2 : 1));
 
   std::vector<Assignment> assignments;
   Route route;
@@ -87,6 +95,16 @@ void RoutedMoe::forward(ThreadPool& pool, const MoeWeights& w, const ExpertLayou
     }
   }
   begin.push_back(static_cast<int>(assignments.size()));
+  if (stale_gate) {
+    std::vector<int> predicted;
+    for (int64_t t = 0; t < T; ++t) {
+      router_.route(next_logits_.as<float>() + t * NE, w.next_bias, route);
+      for (int e : route.experts) {
+        if (std::find(predicted.begin(), predicted.end(), e) == predicted.end()) predicted.push_back(e);
+      }
+    }
+    experts.predicted(layer + 1, predicted);
+  }
 
   const quant::ActFormat fmt[2] = {quant::activation_format(layout.gate.type), quant::activation_format(layout.up.type)};
   const quant::ActFormat down_fmt = quant::activation_format(layout.down.type);

@@ -26,6 +26,10 @@ struct MoeShape {
 struct MoeWeights {
   Matrix router;                    // ffn_gate_inp [n_embd, n_expert]
   const float* bias = nullptr;      // exp_probs_b [n_expert], the selection bias, or null
+  // The next layer's router and bias when it is a routed layer too (data null otherwise),
+  // for the stale-gate prediction of its experts (ExpertSource::predicted).
+  Matrix next_router;
+  const float* next_bias = nullptr;
 };
 
 // The router variant "<arch>.expert_*" names: expert_gating_func (1 softmax, 2 sigmoid),
@@ -33,13 +37,17 @@ struct MoeWeights {
 // expert_group_used_count; absent keys keep the architecture's defaults.
 RouterConfig read_router_config(const HparamReader& r, RouterConfig defaults);
 
-// Binds blk.<layer>.ffn_gate_inp (and exp_probs_b.bias when has_bias).
+// Binds blk.<layer>.ffn_gate_inp (and exp_probs_b.bias when has_bias), and the same of
+// layer + 1 if they are loaded.
 MoeWeights bind_moe(const WeightBinder& w, int layer, const MoeShape& shape, bool has_bias);
 
 class RoutedMoe {
  public:
   RoutedMoe(StateAllocator& alloc, const MoeShape& shape, int max_tokens);
-  // act.out = the routed experts' weighted sum for act.input.
+  // act.out = the routed experts' weighted sum for act.input. When `experts` wants
+  // predictions and the next layer is routed, it first hears which experts the next
+  // layer's router picks for this act.input (the stale gate): the union over tokens, each
+  // token's in top-k order.
   void forward(ThreadPool& pool, const MoeWeights& w, const ExpertLayout& layout, int layer, ExpertSource& experts,
                Activations& act, int64_t n_tokens, ForwardTiming* timing);
 
@@ -47,6 +55,7 @@ class RoutedMoe {
   MoeShape s_;
   Router router_;
   Buffer logits_;                                  // [T][n_expert]
+  Buffer next_logits_;                             // [T][n_expert]: the stale gate's
   Buffer gate_out_, up_out_;                       // [T * k][n_ff]: one row per (token, expert) assignment
   Buffer down_out_;                                // [T * k][n_embd]
   Buffer gathered_gate_, gathered_up_, hidden_act_;  // quantized inputs of the expert matrices

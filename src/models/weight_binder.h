@@ -29,6 +29,8 @@ class WeightBinder {
   // An F32 vector of n elements (norm weights, biases, gate vectors).
   const float* vector(const std::string& name, int64_t n) const;
   bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
+  // In the file and loaded (a paged run loads only the tensors of the layers it runs).
+  bool loaded(const std::string& name) const { return has(name) && w_.has(name); }
   const gguf::File& file() const { return f_; }
 
  private:

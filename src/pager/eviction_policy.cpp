@@ -55,15 +55,21 @@ class Lrfu : public EvictionPolicy {
     row[static_cast<size_t>(expert)] += w;
   }
   VictimKey key(const SlotUse& s, const EvictionContext& c) const override {
-    const auto& row = score_[static_cast<size_t>(s.layer)];
     // Scores within a bucket count as equal; among those, the expert whose layer comes
-    // round again last goes first (as in ls-pos), then the least recently used.
-    const double bucket = std::floor(std::log2(row[static_cast<size_t>(s.expert)]) * kLrfuBucketsPerOctave);
+    // round again last goes first (as in ls-pos), then the least recently used. An
+    // expert never requested (a prefetch) scores 0: its bucket is -infinity.
+    const double bucket = std::floor(std::log2(score(s.layer, s.expert)) * kLrfuBucketsPerOctave);
     const int64_t turn = s.layer > c.layer ? s.layer - c.layer : s.layer - c.layer + n_layer_;
     return {0, bucket, -turn, s.last_use};
   }
 
  private:
+  double score(int layer, int expert) const {
+    if (static_cast<size_t>(layer) >= score_.size()) return 0;
+    const std::vector<double>& row = score_[static_cast<size_t>(layer)];
+    return static_cast<size_t>(expert) < row.size() ? row[static_cast<size_t>(expert)] : 0;
+  }
+
   int64_t base_pass_ = 0;
   int n_layer_ = 0;  // layers seen
   std::vector<std::vector<double>> score_;  // [layer][expert]

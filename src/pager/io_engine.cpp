@@ -15,15 +15,15 @@ uint64_t IoEngine::memory_bytes(const IoOptions& o) {
   return ring + threads;  // either engine may end up in use (io_uring falls back to pread)
 }
 
-std::unique_ptr<IoEngine> make_io_engine(const ModelFile& file, const IoOptions& options, std::span<const IoRegion> regions,
+std::unique_ptr<IoEngine> make_io_engine(const ShardFiles& files, const IoOptions& options, std::span<const IoRegion> regions,
                                          std::string* note) {
-  if (options.backend == "pread") return std::make_unique<PreadEngine>(file, options.queue_depth);
+  if (options.backend == "pread") return std::make_unique<PreadEngine>(files, options.queue_depth);
   if (options.backend != "uring") fail("--io must be 'uring' or 'pread', got '{}'", options.backend);
   try {
-    return std::make_unique<UringEngine>(file, options.queue_depth, regions, note);
+    return std::make_unique<UringEngine>(files, options.queue_depth, regions, note);
   } catch (const Error& e) {
     if (note) *note = std::string(e.what()) + "; falling back to pread threads";
-    return std::make_unique<PreadEngine>(file, options.queue_depth);
+    return std::make_unique<PreadEngine>(files, options.queue_depth);
   }
 }
 

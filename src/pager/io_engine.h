@@ -1,5 +1,5 @@
 #pragma once
-// Asynchronous reads from the model file into the arena. The main path is io_uring with
+// Asynchronous reads from the model's files into the arena. The main path is io_uring with
 // the arena registered as fixed buffers; a pool of threads doing pread is the fallback
 // (or forced with --io pread). Engines complete reads in any order; callers match them
 // by tag.
@@ -9,11 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "pager/model_file.h"
+#include "pager/shard_files.h"
 
 namespace epq::pager {
 
 struct ReadRequest {
+  uint32_t shard;   // which of the model's files
   uint64_t offset;  // aligned to kDirectAlign
   uint32_t length;  // aligned to kDirectAlign
   uint8_t* dest;    // aligned to kDirectAlign, inside a registered region
@@ -53,7 +54,7 @@ struct IoRegion {
 
 // Creates the engine `options.backend` names; io_uring falls back to pread (with a
 // logged reason in `note`) when the kernel refuses it.
-std::unique_ptr<IoEngine> make_io_engine(const ModelFile& file, const IoOptions& options, std::span<const IoRegion> regions,
+std::unique_ptr<IoEngine> make_io_engine(const ShardFiles& files, const IoOptions& options, std::span<const IoRegion> regions,
                                          std::string* note);
 
 }  // namespace epq::pager

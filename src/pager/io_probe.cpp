@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "pager/io_engine.h"
-#include "pager/model_file.h"
+#include "pager/shard_files.h"
 #include "util/buffer.h"
 #include "util/error.h"
 
@@ -21,7 +21,8 @@ bool direct_io_works(const std::string& path, std::string* reason) {
 }
 
 ProbeResult probe_read_rate(const std::string& path, uint64_t request_bytes, int depth, bool direct, double seconds) {
-  ModelFile file(path, !direct);
+  const ShardFiles files({path}, !direct);
+  const ModelFile& file = files[0];
   if (direct && !file.direct()) fail("{}: {}", path, file.fallback_reason());
   request_bytes = std::max<uint64_t>(kDirectAlign, align_up(request_bytes));
   if (file.size() < request_bytes) fail("{}: the file is smaller than one {}-byte request", path, request_bytes);
@@ -31,13 +32,13 @@ ProbeResult probe_read_rate(const std::string& path, uint64_t request_bytes, int
   IoOptions options;
   options.queue_depth = depth;
   std::string note;
-  auto io = make_io_engine(file, options, {&region, 1}, &note);
+  auto io = make_io_engine(files, options, {&region, 1}, &note);
 
   std::mt19937_64 rng(12345);
   const uint64_t slots = (file.size() - request_bytes) / kDirectAlign + 1;
   auto request = [&](uint64_t tag) {
     const uint64_t offset = rng() % slots * kDirectAlign;
-    const ReadRequest r{offset, static_cast<uint32_t>(request_bytes), buffer.data() + tag * request_bytes, tag};
+    const ReadRequest r{0, offset, static_cast<uint32_t>(request_bytes), buffer.data() + tag * request_bytes, tag};
     io->submit({&r, 1});
     return offset;
   };

@@ -9,14 +9,15 @@
 
 namespace epq::pager {
 
-Pager::Pager(const std::string& model_path, std::vector<models::ExpertLayout> layouts, const PagerOptions& options)
-    : file_(model_path, options.io.force_buffered),
+Pager::Pager(const std::vector<std::string>& shard_paths, std::vector<models::ExpertLayout> layouts, const PagerOptions& options)
+    : files_(shard_paths, options.io.force_buffered),
       layouts_(std::move(layouts)),
       classes_(size_classes(layouts_)),
       slots_per_class_(options.slots_per_class),
       cache_(classes_, slots_per_class_, make_eviction_policy(options.policy)),
-      io_options_(options.io) {
-  if (!file_.direct()) notes_.push_back("direct I/O unavailable (" + file_.fallback_reason() + "): buffered reads, pages dropped after each read");
+      io_options_(options.io),
+      prefetch_(options.prefetch) {
+  if (!files_.direct()) notes_.push_back("direct I/O unavailable (" + files_.fallback_reason() + "): buffered reads, pages dropped after each read");
   if (io_options_.max_read_bytes < kDirectAlign) fail("--io-split must be at least {} bytes", kDirectAlign);
   io_options_.max_read_bytes = static_cast<uint32_t>(align_down(io_options_.max_read_bytes));
 
@@ -37,8 +38,30 @@ Pager::Pager(const std::string& model_path, std::vector<models::ExpertLayout> la
     }
   }
   std::string note;
-  io_ = make_io_engine(file_, io_options_, regions, &note);
+  io_ = make_io_engine(files_, io_options_, regions, &note);
   if (!note.empty()) notes_.push_back(note);
+  if (prefetch_ == Prefetch::kHistory) predictor_ = std::make_unique<NextLayerPredictor>(classes_);
+}
+
+const std::vector<std::string>& prefetch_names() {
+  static const std::vector<std::string> names = {"off", "gate", "history"};
+  return names;
+}
+
+Prefetch parse_prefetch(const std::string& name) {
+  if (name == "off") return Prefetch::kOff;
+  if (name == "gate") return Prefetch::kStaleGate;
+  if (name == "history") return Prefetch::kHistory;
+  fail("--prefetch: expected off, gate or history, got '{}'", name);
+}
+
+void Pager::predicted(int next_layer, std::span<const int> experts) {
+  // A layer the pager does not page (e.g. an MTP block the model skips) is no use.
+  const bool paged = next_layer >= 0 && static_cast<size_t>(next_layer) < classes_.class_of_layer.size() &&
+                     classes_.class_of_layer[static_cast<size_t>(next_layer)] >= 0;
+  told_layer_ = paged ? next_layer : -1;
+  if (!paged) return;
+  told_.assign(experts.begin(), experts.end());
 }
 
 Pager::~Pager() { io_.reset(); }  // drain reads before the arena goes away
@@ -49,12 +72,14 @@ uint64_t Pager::arena_bytes() const {
   return total;
 }
 
-void Pager::load(int s, int layer, int expert) {
+void Pager::load(int s, int layer, int expert, bool ahead) {
   Slot& slot = slots_[static_cast<size_t>(s)];
   const models::ExpertLayout& layout = layouts_[static_cast<size_t>(layer)];
   const SizeClass& cls = classes_.classes[static_cast<size_t>(slot.cls)];
   slot.ready = false;
+  slot.failed = false;
   slot.reads_left = 0;
+  slot.ahead = slot.ahead_pin = ahead;
   uint64_t base = 0;
   for (int p = 0; p < 3; ++p) {
     const models::ExpertPart& part = layout.part(p);
@@ -68,14 +93,20 @@ void Pager::load(int s, int layer, int expert) {
       if (!free_pieces_.empty()) {
         tag = free_pieces_.back();
         free_pieces_.pop_back();
-        pieces_[tag] = {s, start + k, piece_needed};
+        pieces_[tag] = {s, part.shard, start + k, piece_needed, length, ahead, slot.data + base + k};
       } else {
         tag = pieces_.size();
-        pieces_.push_back({s, start + k, piece_needed});
+        pieces_.push_back({s, part.shard, start + k, piece_needed, length, ahead, slot.data + base + k});
       }
-      to_submit_.push_back({start + k, length, slot.data + base + k, tag});
+      to_submit_.push_back({part.shard, start + k, length, slot.data + base + k, tag});
       ++slot.reads_left;
       cache_.stats().bytes_read += length;
+      if (ahead) {
+        cache_.stats().prefetch_bytes += length;
+        ahead_in_flight_ += length;
+      } else {
+        ++demand_in_flight_;
+      }
     }
     base += cls.part_bytes[p];
   }
@@ -87,16 +118,94 @@ void Pager::submit_loads() {
   to_submit_.clear();
 }
 
+ReadRequest Pager::unread_part(uint64_t tag) const {
+  const Piece& p = pieces_[tag];
+  return {p.shard, p.offset + p.done, p.length - p.done, p.dest + p.done, tag};
+}
+
 void Pager::complete(const ReadCompletion& c) {
-  const Piece piece = pieces_[c.tag];
+  Piece& piece = pieces_[c.tag];
+  const ReadRequest read = unread_part(c.tag);
+  const int64_t result = faults_.apply(read, c.result);
+  const ModelFile& file = files_[piece.shard];
+  if (result > 0) file.after_read(read.offset, static_cast<size_t>(result));
+  const int64_t missing = static_cast<int64_t>(piece.needed) - piece.done - std::max<int64_t>(result, 0);
+  // Cut short before the end of the file (a direct read ends short only at the end, or mid-block): read the rest.
+  if (result > 0 && missing > 0 && (!file.direct() || result % static_cast<int64_t>(kDirectAlign) == 0)) {
+    piece.done += static_cast<uint32_t>(result);
+    to_submit_.push_back(unread_part(c.tag));
+    return;
+  }
+  if (missing > 0 && !failed_read_) failed_read_ = FailedRead{read.shard, read.offset, piece.needed - piece.done, static_cast<long>(result)};
   free_pieces_.push_back(c.tag);
-  if (c.result < static_cast<int64_t>(piece.needed)) file_.read_failed(piece.offset, piece.needed, static_cast<long>(c.result));
-  file_.after_read(piece.offset, static_cast<size_t>(c.result));
+  if (piece.ahead) ahead_in_flight_ -= piece.length;
+  else --demand_in_flight_;
   Slot& slot = slots_[static_cast<size_t>(piece.slot)];
-  if (--slot.reads_left == 0) slot.ready = true;
+  slot.failed |= missing > 0;
+  if (--slot.reads_left > 0 || slot.failed) return;
+  slot.ready = true;
+  if (slot.ahead_pin) {
+    slot.ahead_pin = false;
+    cache_.unpin(piece.slot);
+  }
+}
+
+void Pager::place_waiting() {
+  while (!waiting_.empty()) {
+    const int i = waiting_.front();
+    const int s = cache_.place(request_[static_cast<size_t>(i)]);
+    if (s < 0) break;
+    waiting_.erase(waiting_.begin());
+    request_slot_[static_cast<size_t>(i)] = s;
+    load(s, cache_.layer(), request_[static_cast<size_t>(i)]);
+  }
+  submit_loads();
+}
+
+void Pager::read_ahead() {
+  if (prefetch_ == Prefetch::kOff || ahead_layer_ < 0 || demand_in_flight_ > 0 || !waiting_.empty()) return;
+  while (ahead_next_ < ahead_.size() && ahead_in_flight_ < kReadAheadBytes) {
+    const int e = ahead_[ahead_next_++];
+    if (cache_.holds(ahead_layer_, e)) continue;
+    const int s = cache_.place_ahead(ahead_layer_, e);
+    if (s < 0) break;  // every slot of the class is pinned
+    load(s, ahead_layer_, e, true);
+    ++cache_.stats().prefetched;
+  }
+  if (!to_submit_.empty()) submit_loads();
+}
+
+void Pager::settle() {
+  while (!to_submit_.empty() || io_->in_flight() > 0) {
+    if (!to_submit_.empty()) submit_loads();
+    completions_.clear();
+    io_->reap(completions_, true);
+    for (const ReadCompletion& c : completions_) complete(c);
+  }
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    Slot& slot = slots_[s];
+    if (slot.ready || cache_.slot(static_cast<int>(s)).expert < 0) continue;
+    cache_.forget(static_cast<int>(s));
+    slot.failed = slot.ahead = slot.ahead_pin = false;
+  }
+  cache_.unpin_all();
+  held_.clear();
+  waiting_.clear();
+  request_.clear();
+  request_slot_.clear();
+  delivered_.clear();
+  n_delivered_ = 0;
+  failed_read_.reset();
+}
+
+void Pager::fail_request() {
+  const FailedRead f = *failed_read_;
+  settle();
+  files_[f.shard].read_failed(f.offset, f.needed, f.result);
 }
 
 void Pager::begin(int layer, std::span<const int> experts) {
+  if (n_delivered_ < request_.size()) settle();  // the previous request was abandoned midway
   for (int s : held_) cache_.unpin(s);
   held_.clear();
   cache_.begin(layer);
@@ -106,8 +215,13 @@ void Pager::begin(int layer, std::span<const int> experts) {
   waiting_.clear();
   n_delivered_ = 0;
   for (size_t i = 0; i < request_.size(); ++i) {
-    request_slot_[i] = cache_.lookup(request_[i]);
-    if (request_slot_[i] < 0) waiting_.push_back(static_cast<int>(i));
+    const int s = request_slot_[i] = cache_.lookup(request_[i]);
+    if (s < 0) {
+      waiting_.push_back(static_cast<int>(i));
+    } else if (slots_[static_cast<size_t>(s)].ahead) {
+      slots_[static_cast<size_t>(s)].ahead = false;
+      ++cache_.stats().prefetch_used;
+    }
   }
   size_t placed = 0;
   for (; placed < waiting_.size(); ++placed) {
@@ -119,6 +233,23 @@ void Pager::begin(int layer, std::span<const int> experts) {
   }
   waiting_.erase(waiting_.begin(), waiting_.begin() + static_cast<std::ptrdiff_t>(placed));
   submit_loads();
+  if (prefetch_ == Prefetch::kOff) return;
+  if (ahead_layer_ == layer) {  // how good the prediction for this layer was
+    cache_.stats().predicted += ahead_.size();
+    for (int e : ahead_) cache_.stats().predicted_right += std::find(request_.begin(), request_.end(), e) != request_.end();
+  }
+  if (predictor_) {
+    predictor_->observe(layer, request_);
+    ahead_layer_ = predictor_->next_layer(layer);
+    predictor_->predict(layer, request_, request_.size(), ahead_);
+  } else {
+    ahead_layer_ = told_layer_ > layer ? told_layer_ : -1;
+    ahead_.swap(told_);
+    told_.clear();
+    told_layer_ = -1;
+  }
+  ahead_next_ = 0;
+  read_ahead();
 }
 
 models::ReadyExpert Pager::view(int request_index, int s) const {
@@ -132,16 +263,7 @@ bool Pager::next(std::vector<models::ReadyExpert>& ready) {
   ready.clear();
   for (int s : held_) cache_.unpin(s);
   held_.clear();
-  // Experts that had to wait for a slot get one now that delivered experts are released.
-  while (!waiting_.empty()) {
-    const int i = waiting_.front();
-    const int s = cache_.place(request_[static_cast<size_t>(i)]);
-    if (s < 0) break;
-    waiting_.erase(waiting_.begin());
-    request_slot_[static_cast<size_t>(i)] = s;
-    load(s, cache_.layer(), request_[static_cast<size_t>(i)]);
-  }
-  submit_loads();
+  place_waiting();
   for (bool block = false;; block = true) {
     completions_.clear();
     if (block) {
@@ -152,6 +274,10 @@ bool Pager::next(std::vector<models::ReadyExpert>& ready) {
       io_->reap(completions_, false);
     }
     for (const ReadCompletion& c : completions_) complete(c);
+    if (failed_read_) fail_request();
+    if (!to_submit_.empty()) submit_loads();  // the rest of reads cut short
+    if (!waiting_.empty()) place_waiting();  // a landed prefetch may have freed a slot
+    read_ahead();
     for (size_t i = 0; i < request_.size(); ++i) {
       const int s = request_slot_[i];
       if (delivered_[i] || s < 0 || !slots_[static_cast<size_t>(s)].ready) continue;

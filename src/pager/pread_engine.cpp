@@ -8,7 +8,7 @@
 
 namespace epq::pager {
 
-PreadEngine::PreadEngine(const ModelFile& file, int queue_depth) : file_(file) {
+PreadEngine::PreadEngine(const ShardFiles& files, int queue_depth) : files_(files) {
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, kStackBytes);
@@ -54,7 +54,7 @@ void PreadEngine::worker() {
     }
     int64_t result;
     do {
-      result = ::pread(file_.fd(), r.dest, r.length, static_cast<off_t>(r.offset));
+      result = ::pread(files_[r.shard].fd(), r.dest, r.length, static_cast<off_t>(r.offset));
     } while (result < 0 && errno == EINTR);
     if (result < 0) result = -errno;
     {

@@ -14,7 +14,7 @@ class PreadEngine : public IoEngine {
   static constexpr int kThreads = 4;
   static constexpr size_t kStackBytes = 256 << 10;
 
-  PreadEngine(const ModelFile& file, int queue_depth);
+  PreadEngine(const ShardFiles& files, int queue_depth);
   ~PreadEngine() override;
   const char* name() const override { return "pread"; }
   void submit(std::span<const ReadRequest> reads) override;
@@ -26,7 +26,7 @@ class PreadEngine : public IoEngine {
   void worker();
   void stop_threads();
 
-  const ModelFile& file_;
+  const ShardFiles& files_;
   mutable std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
   std::deque<ReadRequest> queue_;

@@ -50,11 +50,11 @@ int SlotCache::lookup(int expert) {
   return s;
 }
 
-int SlotCache::place(int expert) {
+int SlotCache::take_slot(int layer, int expert) {
   int victim = -1;
   VictimKey best{};
   const EvictionContext ctx{layer_, pass_};
-  for (int s : class_slots_[static_cast<size_t>(class_of_layer_[static_cast<size_t>(layer_)])]) {
+  for (int s : class_slots_[static_cast<size_t>(class_of_layer_[static_cast<size_t>(layer)])]) {
     const Slot& slot = slots_[static_cast<size_t>(s)];
     if (slot.expert < 0) {
       victim = s;
@@ -72,12 +72,19 @@ int SlotCache::place(int expert) {
              : (left ? stats_.evictions_stale_left : stats_.evictions_stale_right))++;
     slot_of_[key(v.layer, v.expert)] = -1;
   }
-  v.layer = layer_;
+  v.layer = layer;
   v.expert = expert;
   v.pins = 0;
   touch(v);
-  slot_of_[key(layer_, expert)] = victim;
+  slot_of_[key(layer, expert)] = victim;
   return victim;
+}
+
+void SlotCache::forget(int s) {
+  Slot& slot = slots_[static_cast<size_t>(s)];
+  if (slot.expert >= 0) slot_of_[key(slot.layer, slot.expert)] = -1;
+  slot.layer = slot.expert = -1;
+  slot.pins = 0;
 }
 
 void SlotCache::unpin_all() {

@@ -29,10 +29,19 @@ class SlotCache {
   int lookup(int expert);
   // A slot for a missed expert of the current layer, now holding it and pinned; -1 if
   // every slot of its class is pinned.
-  int place(int expert);
+  int place(int expert) { return take_slot(layer_, expert); }
+  // Prefetch: a slot for `expert` of any routed `layer`, taken as place() takes one (an
+  // empty slot, else the policy's next victim) and pinned; -1 if all of its class are
+  // pinned. Not a request: no hit or miss is counted and the policy is not told.
+  int place_ahead(int layer, int expert) { return take_slot(layer, expert); }
+  // Whether `expert` of `layer` is in a slot (counts nothing).
+  bool holds(int layer, int expert) const { return slot_of_[key(layer, expert)] >= 0; }
   void unpin(int slot) { --slots_[static_cast<size_t>(slot)].pins; }
   // Unpins every slot.
   void unpin_all();
+  // Empties a slot whose expert's bytes never fully arrived (a failed read): the next
+  // request for that expert misses and reads it again. Counts nothing.
+  void forget(int slot);
 
   struct Slot {
     int cls;
@@ -54,6 +63,7 @@ class SlotCache {
  private:
   size_t key(int layer, int expert) const { return static_cast<size_t>(layer) * static_cast<size_t>(max_expert_) + static_cast<size_t>(expert); }
   void touch(Slot& slot);
+  int take_slot(int layer, int expert);
 
   std::unique_ptr<EvictionPolicy> policy_;
   std::vector<int> class_of_layer_;

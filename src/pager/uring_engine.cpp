@@ -5,13 +5,14 @@
 #include <algorithm>
 #include <cstring>
 
+#include "pager/fault_injection.h"
 #include "util/error.h"
 
 namespace epq::pager {
 
-UringEngine::UringEngine(const ModelFile& file, int queue_depth, std::span<const IoRegion> regions, std::string* note)
-    : file_(file), depth_(static_cast<unsigned>(std::max(1, queue_depth))) {
-  const int rc = io_uring_queue_init(depth_, &ring_, 0);
+UringEngine::UringEngine(const ShardFiles& files, int queue_depth, std::span<const IoRegion> regions, std::string* note)
+    : files_(files), depth_(static_cast<unsigned>(std::max(1, queue_depth))) {
+  const int rc = FaultInjection::from_environment().uring_refused() ? -EPERM : io_uring_queue_init(depth_, &ring_, 0);
   if (rc < 0) fail("io_uring is unavailable: {}", std::strerror(-rc));
   std::vector<iovec> iov;
   for (const IoRegion& r : regions) {
@@ -24,6 +25,9 @@ UringEngine::UringEngine(const ModelFile& file, int queue_depth, std::span<const
   const int reg = iov.empty() ? -EINVAL : io_uring_register_buffers(&ring_, iov.data(), static_cast<unsigned>(iov.size()));
   fixed_ = reg == 0;
   if (!fixed_ && note) *note = std::string("io_uring buffer registration refused (") + std::strerror(-reg) + "); using plain reads";
+  std::vector<int> fds;
+  for (uint32_t s = 0; s < files_.size(); ++s) fds.push_back(files_[s].fd());
+  fixed_files_ = io_uring_register_files(&ring_, fds.data(), static_cast<unsigned>(fds.size())) == 0;
 }
 
 UringEngine::~UringEngine() {
@@ -46,11 +50,13 @@ void UringEngine::push_queued() {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     if (sqe == nullptr) break;
     const ReadRequest& r = queued_.front();
+    const int fd = fixed_files_ ? static_cast<int>(r.shard) : files_[r.shard].fd();
     if (fixed_) {
-      io_uring_prep_read_fixed(sqe, file_.fd(), r.dest, r.length, r.offset, buffer_index(r.dest));
+      io_uring_prep_read_fixed(sqe, fd, r.dest, r.length, r.offset, buffer_index(r.dest));
     } else {
-      io_uring_prep_read(sqe, file_.fd(), r.dest, r.length, r.offset);
+      io_uring_prep_read(sqe, fd, r.dest, r.length, r.offset);
     }
+    if (fixed_files_) io_uring_sqe_set_flags(sqe, IOSQE_FIXED_FILE);
     io_uring_sqe_set_data64(sqe, r.tag);
     queued_.pop_front();
     ++running_;

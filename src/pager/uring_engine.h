@@ -1,6 +1,7 @@
 #pragma once
 // IoEngine on io_uring. The arena is registered as fixed buffers (read_fixed avoids
-// pinning pages per request); if registration is refused, plain reads are used.
+// pinning pages per request) and the model's files as fixed files; whatever the kernel
+// refuses to register is used plainly.
 #include <liburing.h>
 
 #include <deque>
@@ -12,7 +13,7 @@ namespace epq::pager {
 class UringEngine : public IoEngine {
  public:
   // Throws Error if io_uring cannot be set up (the caller falls back to pread).
-  UringEngine(const ModelFile& file, int queue_depth, std::span<const IoRegion> regions, std::string* note);
+  UringEngine(const ShardFiles& files, int queue_depth, std::span<const IoRegion> regions, std::string* note);
   ~UringEngine() override;
   const char* name() const override { return fixed_ ? "io_uring (fixed buffers)" : "io_uring"; }
   void submit(std::span<const ReadRequest> reads) override;
@@ -26,9 +27,10 @@ class UringEngine : public IoEngine {
   int buffer_index(const uint8_t* p) const;
 
   io_uring ring_{};
-  const ModelFile& file_;
+  const ShardFiles& files_;
   unsigned depth_;
-  bool fixed_ = false;
+  bool fixed_ = false;        // buffers registered
+  bool fixed_files_ = false;  // files registered, by shard number
   std::vector<IoRegion> registered_;  // chunks of at most kMaxRegistered bytes
   std::deque<ReadRequest> queued_;
   size_t running_ = 0;

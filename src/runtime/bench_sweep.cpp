@@ -12,8 +12,11 @@
 
 #include "gguf/file.h"
 #include "pager/io_probe.h"
+#include "pager/pager.h"
 #include "runtime/engine.h"
 #include "runtime/memory_plan.h"
+#include "runtime/replay.h"
+#include "runtime/routing_trace.h"
 #include "util/error.h"
 #include "util/format.h"
 
@@ -81,6 +84,17 @@ std::vector<double> passed_values(const BenchResult& r, double RunReport::*field
   return v;
 }
 
+// Belady's MIN replayed on a run's routing at the run's slots: MiB it reads per decode
+// token (the passes after the first, which is the prompt).
+double belady_decode_mib_per_token(const std::string& trace_path, const RunReport& report) {
+  const RoutingTrace trace = read_routing_trace(trace_path);
+  if (trace.passes.size() < 2 || report.prompt_tokens > trace.passes[0].n_tokens) return NAN;
+  pager::PagerStats after_prompt;
+  const pager::PagerStats total =
+      replay_trace(trace, trace_size_classes(trace.header), report.slots, make_belady_policy(trace), &after_prompt);
+  return static_cast<double>((total - after_prompt).bytes_read) / static_cast<double>(trace.passes.size() - 1) / (1 << 20);
+}
+
 double median(const std::vector<double>& v) {
   if (v.empty()) return NAN;
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
@@ -88,8 +102,10 @@ double median(const std::vector<double>& v) {
 
 }  // namespace
 
+std::string BenchConfig::policy() const { return prefetch == "off" ? evict : evict + " + " + prefetch + " prefetch"; }
+
 std::string BenchConfig::series() const {
-  std::string s = budget_label == "ram" ? "all in RAM" : evict;
+  std::string s = budget_label == "ram" ? "all in RAM" : policy();
   if (expert_used > 0) s += ", top-" + std::to_string(expert_used);
   return s;
 }
@@ -173,13 +189,17 @@ std::vector<BenchResult> run_bench(const BenchOptions& o, const std::function<vo
         bytes = parse_budget(b, "--budgets");
       }
       for (const std::string& e : o.evict) {
-        configs.push_back({b, bytes, e, k});
-        if (b == "ram") break;  // no pager, so no policy to vary
+        for (const std::string& p : o.prefetch) {
+          pager::parse_prefetch(p);
+          configs.push_back({b, bytes, e, p, k});
+          if (b == "ram") break;  // no pager, so no policy to vary
+        }
+        if (b == "ram") break;
       }
     }
   }
   const std::string tmp = (std::filesystem::temp_directory_path() / ("epq-bench-" + std::to_string(getpid()))).string();
-  const std::string report_path = tmp + ".json", out_path = tmp + ".out", err_path = tmp + ".err";
+  const std::string report_path = tmp + ".json", out_path = tmp + ".out", err_path = tmp + ".err", trace_path = tmp + ".trace";
   std::vector<BenchResult> results;
   for (size_t ci = 0; ci < configs.size(); ++ci) {
     const BenchConfig& c = configs[ci];
@@ -194,17 +214,25 @@ std::vector<BenchResult> run_bench(const BenchOptions& o, const std::function<vo
     if (o.n_threads > 0) common.insert(common.end(), {"-t", std::to_string(o.n_threads)});
     if (c.expert_used > 0) common.insert(common.end(), {"--expert-used", std::to_string(c.expert_used)});
     if (c.budget > 0) common.insert(common.end(), {"--ram-budget", std::to_string(c.budget), "--evict", c.evict});
+    if (c.budget > 0 && c.prefetch != "off") common.insert(common.end(), {"--prefetch", c.prefetch});
+    if (!o.route_trace.empty()) common.insert(common.end(), {"--route-trace", o.route_trace});
     common.insert(common.end(), o.extra_args.begin(), o.extra_args.end());
     for (int r = 0; r < o.runs; ++r) {
       progress(fmt::format("[{}/{}] budget {}, {}, run {}/{}", ci + 1, configs.size(), c.budget_label, c.series(), r + 1, o.runs));
-      if (o.cold) drop_file_cache(o.model);
+      if (o.cold) {
+        for (const std::string& shard : gguf::File::open(o.model, gguf::File::Access::kHeaderOnly).shard_paths()) drop_file_cache(shard);
+      }
       std::vector<std::string> argv = {exe, "run", "-p", o.prompt, "-n", std::to_string(o.n_predict), "--temp", "0", "--ignore-eos",
                                        "--report-json", report_path};
+      // The first run's routing, for Belady's MIN at its arena.
+      const bool trace = c.budget > 0 && r == 0;
+      if (trace) argv.insert(argv.end(), {"--trace-routing", trace_path});
       argv.insert(argv.end(), common.begin(), common.end());
       std::remove(report_path.c_str());
       BenchRun run{run_with_memory_limit(argv, c.budget, out_path, err_path), std::nullopt, ""};
       if (run.process.exit_code == 0 && !run.process.signal) {
         run.report = RunReport::from_json(nlohmann::json::parse(read_file(report_path)));
+        if (trace) result.min_mib_per_token = belady_decode_mib_per_token(trace_path, *run.report);
       } else {
         run.failure = failure_reason(run.process, read_file(err_path));
       }
@@ -226,7 +254,7 @@ std::vector<BenchResult> run_bench(const BenchOptions& o, const std::function<vo
     }
     results.push_back(std::move(result));
   }
-  for (const std::string& f : {report_path, out_path, err_path}) std::remove(f.c_str());
+  for (const std::string& f : {report_path, out_path, err_path, trace_path}) std::remove(f.c_str());
   return results;
 }
 

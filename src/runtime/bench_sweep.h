@@ -18,6 +18,7 @@ struct BenchOptions {
   std::string model;
   std::vector<std::string> budgets = {"2G", "4G", "8G", "16G", "all"};  // sizes, "all" (every expert fits), "ram" (no paging)
   std::vector<std::string> evict = {"lrfu"};
+  std::vector<std::string> prefetch = {"off"};  // pager prefetch modes to compare in paged runs (pager::prefetch_names)
   std::vector<int> expert_used = {0};  // 0: the model's own top-k
   int runs = 3;
   std::string prompt;
@@ -28,6 +29,7 @@ struct BenchOptions {
   std::string perplexity_file;
   std::vector<std::string> extra_args;  // passed to every child (e.g. --io pread)
   bool probe_disk = true;  // measure the disk before each paged configuration
+  std::string route_trace;  // set: every run replays this routing trace (--route-trace)
 };
 
 struct BenchRun {
@@ -40,7 +42,9 @@ struct BenchConfig {
   std::string budget_label;
   uint64_t budget = 0;  // 0 for "ram"
   std::string evict;
+  std::string prefetch = "off";
   int expert_used = 0;
+  std::string policy() const;  // e.g. "lrfu + gate prefetch"
   std::string series() const;  // e.g. "lru, top-8" for charts
 };
 
@@ -49,6 +53,9 @@ struct BenchResult {
   std::vector<BenchRun> runs;
   std::optional<double> perplexity;
   double disk_bytes_per_second = 0;  // O_DIRECT rate probed just before (0: not probed)
+  // Belady's MIN on the first passed run's own routing at its arena (paged runs only):
+  // bytes it would read per decode token (NAN when not computed).
+  double min_mib_per_token = NAN;
   bool passed() const;
   std::string status() const;  // "PASS" or "FAIL (reason)"
   // Medians and ranges over passed runs.

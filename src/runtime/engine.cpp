@@ -8,6 +8,7 @@
 #include "models/resident_experts.h"
 #include "quant/dot.h"
 #include "runtime/resident_loader.h"
+#include "runtime/route_replay.h"
 #include "runtime/routing_recorder.h"
 #include "util/error.h"
 #include "util/format.h"
@@ -52,22 +53,36 @@ Engine::Engine(const EngineOptions& options)
     if (!options_.quiet) fmt::print(stderr, "epq: {}\n", text);
   };
 
+  // Read before the memory plan, which measures the process as it stands.
+  auto load_route_trace = [&](const models::ModelInfo& info) {
+    if (options_.route_trace.empty()) return;
+    if (options_.prefetch == pager::Prefetch::kStaleGate) {
+      fail("--prefetch gate predicts from the model's own routers, which --route-trace replaces: use --prefetch history");
+    }
+    replayer_ = std::make_unique<RouteReplayer>(options_.route_trace, info);
+    note(replayer_->description());
+  };
   if (!options_.ram_budget) {
     model_ = models::load_model(file_, models::ResidentWeights::from_mapping(file_), model_options);
-    resident_experts_ = std::make_unique<models::ResidentExperts>(file_.mapping(), model_->info().experts);
+    resident_experts_ = std::make_unique<models::ResidentExperts>(file_, model_->info().experts);
+    load_route_trace(model_->info());
   } else {
     const models::ModelInfo info = models::read_model_info(file_, model_options);
     file_.unmap();  // from here on, weights come only through direct reads
-    plan_ = plan_memory_now(file_, info, model_options, {*options_.ram_budget, options_.n_ctx, options_.n_batch, options_.n_threads, options_.io, 0, options_.reserved_bytes, options_.all_logits});
+    load_route_trace(info);
+    plan_ = plan_memory_now(file_, info, model_options, {*options_.ram_budget, options_.n_ctx, options_.n_batch, options_.n_threads, options_.io, 0,
+                                                         options_.reserved_bytes, options_.all_logits,
+                                                         options_.prefetch == pager::Prefetch::kHistory});
     if (!plan_->feasible) fail("{}", plan_->refusal());
-    source_ = std::make_unique<pager::ModelFile>(options_.model_path, options_.io.force_buffered);
+    source_ = std::make_unique<pager::ShardFiles>(file_.shard_paths(), options_.io.force_buffered);
     resident_ = std::make_unique<ResidentLoader>(file_, *source_, info.n_layer);
     model_ = models::load_model(file_, resident_->weights(), model_options);
-    pager::PagerOptions po{plan_->slots, options_.evict, options_.io};
-    pager_ = std::make_unique<pager::Pager>(options_.model_path, model_->info().experts, po);
+    pager::PagerOptions po{plan_->slots, options_.evict, options_.io, options_.prefetch};
+    pager_ = std::make_unique<pager::Pager>(file_.shard_paths(), model_->info().experts, po);
     for (const std::string& n : pager_->notes()) note(n);
-    note(fmt::format("paging experts: budget {}, arena {} ({:.1f}% of experts), {} eviction, {}", format_bytes(*options_.ram_budget),
-                     format_bytes(pager_->arena_bytes()), 100 * plan_->coverage(), pager_->policy().name(), pager_->io_name()));
+    note(fmt::format("paging experts: budget {}, arena {} ({:.1f}% of experts), {} eviction{}, {}", format_bytes(*options_.ram_budget),
+                     format_bytes(pager_->arena_bytes()), 100 * plan_->coverage(), pager_->policy().name(),
+                     options_.prefetch == pager::Prefetch::kOff ? "" : " with prefetch (" + prefetch_name() + ")", pager_->io_name()));
   }
   if (tokenizer_->n_vocab() != model_->info().n_vocab) {
     fail("{}: tokenizer has {} tokens but the model's vocabulary is {}", file_.path(), tokenizer_->n_vocab(), model_->info().n_vocab);
@@ -84,12 +99,21 @@ Engine::~Engine() = default;
 std::string Engine::pager_summary(int64_t tokens) const {
   if (!pager_) return {};
   const pager::PagerStats& s = pager_->stats();
-  return fmt::format("pager: {:.1f}% hits ({} of {} expert requests), {:.1f} MiB read per token, {} evictions, io wait {:.1f} ms; "
+  const std::string prefetch =
+      options_.prefetch == pager::Prefetch::kOff
+          ? ""
+          : fmt::format(", {} experts prefetched ({} used; the predictor named {} experts, {:.1f}% of them asked for)", s.prefetched,
+                        s.prefetch_used, s.predicted, s.predicted ? 100.0 * static_cast<double>(s.predicted_right) / static_cast<double>(s.predicted) : 0.0);
+  return fmt::format("pager: {:.1f}% hits ({} of {} expert requests), {:.1f} MiB read per token, {} evictions{}, io wait {:.1f} ms; "
                      "arena {} holds {:.1f}% of experts",
                      s.requests ? 100.0 * static_cast<double>(s.hits) / static_cast<double>(s.requests) : 0.0, s.hits, s.requests,
-                     tokens ? static_cast<double>(s.bytes_read) / static_cast<double>(tokens) / (1 << 20) : 0.0, s.evictions(),
+                     tokens ? static_cast<double>(s.bytes_read) / static_cast<double>(tokens) / (1 << 20) : 0.0, s.evictions(), prefetch,
                      s.io_wait_ms, format_bytes(pager_->arena_bytes()), 100 * plan_->coverage());
 }
+
+std::string Engine::prefetch_name() const { return pager::prefetch_names()[static_cast<size_t>(options_.prefetch)]; }
+
+std::string Engine::route_replay() const { return replayer_ ? replayer_->description() : std::string(); }
 
 std::unique_ptr<models::ForwardState> Engine::new_state() const {
   return model_->new_state(options_.n_ctx, options_.n_batch, options_.n_threads);
@@ -98,6 +122,10 @@ std::unique_ptr<models::ForwardState> Engine::new_state() const {
 void Engine::forward(models::ForwardState& state, std::span<const int32_t> tokens, int32_t pos0, bool all_logits, float* logits,
                      models::ForwardTiming* timing) {
   models::ExpertSource* experts = pager_ ? static_cast<models::ExpertSource*>(pager_.get()) : resident_experts_.get();
+  if (replayer_) {
+    replayer_->start_pass(*experts, static_cast<int64_t>(tokens.size()));
+    experts = replayer_.get();
+  }
   if (recorder_) {
     recorder_->start_pass(*experts, static_cast<int64_t>(tokens.size()), pos0);
     experts = recorder_.get();

@@ -24,6 +24,7 @@ namespace epq::runtime {
 
 class ResidentLoader;
 class RoutingRecorder;
+class RouteReplayer;
 
 struct EngineOptions {
   std::string model_path;
@@ -37,6 +38,8 @@ struct EngineOptions {
   pager::IoOptions io;
   std::string stats_file;
   std::string trace_routing;  // set: record every pass's routing to this file (routing_trace.h)
+  std::string route_trace;    // set: replace the routers' choices by this trace's (route_replay.h)
+  pager::Prefetch prefetch = pager::Prefetch::kOff;  // read predicted experts ahead (pager.h)
   bool quiet = false;  // no notes on stderr
   uint64_t reserved_bytes = 0;  // budget kept for the caller (e.g. the HTTP server's threads)
   bool all_logits = false;  // the logits of every prompt position are wanted (perplexity)
@@ -62,13 +65,17 @@ class Engine {
   const MemoryPlan* plan() const { return plan_ ? &*plan_ : nullptr; }
   // One line: hit %, MiB read per token (over `tokens` evaluated), evictions, arena coverage.
   std::string pager_summary(int64_t tokens) const;
+  // off, gate or history.
+  std::string prefetch_name() const;
+  // With --route-trace: the trace and its mapping, in one line (else empty).
+  std::string route_replay() const;
 
  private:
   EngineOptions options_;
   gguf::File file_;
   std::optional<text::Tokenizer> tokenizer_;
   std::optional<MemoryPlan> plan_;
-  std::unique_ptr<pager::ModelFile> source_;
+  std::unique_ptr<pager::ShardFiles> source_;
   std::unique_ptr<ResidentLoader> resident_;
   std::unique_ptr<models::Model> model_;
   std::unique_ptr<models::ExpertSource> resident_experts_;
@@ -76,6 +83,7 @@ class Engine {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<PassLog> pass_log_;
   std::unique_ptr<RoutingRecorder> recorder_;
+  std::unique_ptr<RouteReplayer> replayer_;
 };
 
 inline constexpr int kMaxContext = 1 << 24;  // tokens

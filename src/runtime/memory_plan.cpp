@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/thread_pool.h"
+#include "pager/next_layer_predictor.h"
 #include "runtime/resident_loader.h"
 #include "runtime/session.h"
 #include "util/error.h"
@@ -65,6 +66,7 @@ MemoryPlan plan_memory(const gguf::File& file, const models::ModelInfo& info, co
       {"pager tables", max_slots * 128 + info.experts.size() * static_cast<uint64_t>(info.n_expert) * 4},
       {"heap headroom", kHeapHeadroom},
   };
+  if (in.prefetch_history) p.lines.push_back({"prefetch predictor", pager::NextLayerPredictor::memory_bytes(p.classes)});
   if (info.recurrent_bytes > 0) p.lines.push_back({"recurrent-state snapshots", Session::snapshot_bytes(info)});
   if (in.reserved_bytes > 0) p.lines.push_back({"server threads and request buffers", in.reserved_bytes});
   // A memory cgroup also charges the page tables that map all of this: 8 bytes per 4 KiB

@@ -22,6 +22,7 @@ struct PlanInput {
   uint64_t process_bytes = 0;  // measured peak RSS of the process so far
   uint64_t reserved_bytes = 0;  // kept for the caller (an HTTP server's threads and buffers)
   bool all_logits = false;  // a batch of logits rows is kept (EngineOptions::all_logits)
+  bool prefetch_history = false;  // the pager keeps the history predictor's tables (--prefetch history)
 };
 
 struct LedgerLine {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "pager/next_layer_predictor.h"
 #include "pager/slot_cache.h"
 #include "runtime/memory_plan.h"
 #include "util/error.h"
@@ -81,25 +82,72 @@ std::vector<int64_t> slots_for_total(const pager::SizeClasses& classes, int k, i
 std::unique_ptr<pager::EvictionPolicy> make_belady_policy(const RoutingTrace& trace) { return std::make_unique<Belady>(trace); }
 
 pager::PagerStats replay_trace(const RoutingTrace& trace, const pager::SizeClasses& classes, const std::vector<int64_t>& slots,
-                               std::unique_ptr<pager::EvictionPolicy> policy) {
+                               std::unique_ptr<pager::EvictionPolicy> policy, pager::PagerStats* after_first_pass, bool prefetch) {
   pager::SlotCache cache(classes, slots, std::move(policy));
-  std::vector<int> misses;
-  for_each_request(trace, [&](int64_t, const TraceLayer& l) {
+  pager::NextLayerPredictor predictor(classes);
+  std::vector<char> ahead(cache.n_slots(), 0);  // per slot: prefetched and not yet requested
+  std::vector<int> misses, predicted;
+  int64_t last_pass = 0;
+  for_each_request(trace, [&](int64_t pass, const TraceLayer& l) {
+    if (pass == 1 && last_pass == 0 && after_first_pass) *after_first_pass = cache.stats();
+    last_pass = pass;
     cache.unpin_all();  // the previous request was delivered in full
     cache.begin(l.layer);
     misses.clear();
-    for (int e : l.distinct()) {
-      if (cache.lookup(e) < 0) misses.push_back(e);
+    const std::vector<int> experts = l.distinct();
+    for (int e : experts) {
+      const int s = cache.lookup(e);
+      if (s < 0) {
+        misses.push_back(e);
+      } else if (ahead[static_cast<size_t>(s)]) {
+        ahead[static_cast<size_t>(s)] = 0;
+        ++cache.stats().prefetch_used;
+      }
     }
     for (int e : misses) {
-      if (cache.place(e) < 0) {
+      int s = cache.place(e);
+      if (s < 0) {
         cache.unpin_all();  // a wave: what was taken so far is computed and released
-        cache.place(e);
+        s = cache.place(e);
       }
+      ahead[static_cast<size_t>(s)] = 0;
       cache.stats().bytes_read += trace.header.read_bytes(l.layer, e);
+    }
+    if (!prefetch) return;
+    // As the pager does once the request's reads have landed, but with no limit on time.
+    predictor.observe(l.layer, experts);
+    predictor.predict(l.layer, experts, experts.size(), predicted);
+    const int next = predictor.next_layer(l.layer);
+    for (int e : predicted) {
+      if (cache.holds(next, e)) continue;
+      const int s = cache.place_ahead(next, e);
+      if (s < 0) break;
+      ahead[static_cast<size_t>(s)] = 1;
+      ++cache.stats().prefetched;
+      cache.stats().prefetch_bytes += trace.header.read_bytes(next, e);
+      cache.stats().bytes_read += trace.header.read_bytes(next, e);
     }
   });
   return cache.stats();
+}
+
+PredictorAccuracy measure_predictor(const RoutingTrace& trace) {
+  pager::NextLayerPredictor predictor(trace_size_classes(trace.header));
+  PredictorAccuracy a;
+  std::vector<int> predicted;
+  int predicted_for = -1;
+  for_each_request(trace, [&](int64_t, const TraceLayer& l) {
+    const std::vector<int> experts = l.distinct();
+    if (l.layer == predicted_for) {
+      a.predicted += predicted.size();
+      a.requested += experts.size();
+      for (int e : experts) a.named += std::find(predicted.begin(), predicted.end(), e) != predicted.end();
+    }
+    predictor.observe(l.layer, experts);
+    predictor.predict(l.layer, experts, experts.size(), predicted);
+    predicted_for = predictor.next_layer(l.layer);
+  });
+  return a;
 }
 
 }  // namespace epq::runtime

@@ -36,8 +36,23 @@ std::vector<int64_t> slots_for_total(const pager::SizeClasses& classes, int n_ex
 std::unique_ptr<pager::EvictionPolicy> make_belady_policy(const RoutingTrace& trace);
 
 // The counters of a paged run of the trace: requests, hits, misses, evictions and
-// bytes_read (reads and io_wait_ms stay 0).
+// bytes_read (reads and io_wait_ms stay 0). after_first_pass, if given, receives them as
+// they stood after the first pass (a run's prompt). With `prefetch`, after each request
+// the pager's predictor names the next layer's experts and those not in the arena are
+// placed as the pager places them (prefetched, prefetch_used and prefetch_bytes count
+// them), as if every prefetch landed before its layer: the most prefetch could give.
 pager::PagerStats replay_trace(const RoutingTrace& trace, const pager::SizeClasses& classes, const std::vector<int64_t>& slots,
-                               std::unique_ptr<pager::EvictionPolicy> policy);
+                               std::unique_ptr<pager::EvictionPolicy> policy, pager::PagerStats* after_first_pass = nullptr,
+                               bool prefetch = false);
+
+// How well the prefetch predictor (pager/next_layer_predictor.h) learns this trace, as
+// the pager runs it: at each request it names as many experts of the next routed layer
+// as the request has; `named` of the next request's `requested` experts were among them.
+struct PredictorAccuracy {
+  uint64_t predicted = 0, requested = 0, named = 0;
+  double recall() const { return requested ? static_cast<double>(named) / static_cast<double>(requested) : 0.0; }
+  double precision() const { return predicted ? static_cast<double>(named) / static_cast<double>(predicted) : 0.0; }
+};
+PredictorAccuracy measure_predictor(const RoutingTrace& trace);
 
 }  // namespace epq::runtime

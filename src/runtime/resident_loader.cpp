@@ -25,14 +25,14 @@ uint64_t resident_bytes(const gguf::File& file, int n_layer) {
   return total;
 }
 
-ResidentLoader::ResidentLoader(const gguf::File& file, const pager::ModelFile& source, int n_layer)
+ResidentLoader::ResidentLoader(const gguf::File& file, const pager::ShardFiles& source, int n_layer)
     : buffer_(resident_bytes(file, n_layer)) {
   uint64_t at = 0;
   for (const gguf::TensorInfo& t : file.tensors()) {
     if (!resident(t, n_layer)) continue;
     const uint64_t start = pager::align_down(t.offset), length = region_bytes(t);
     uint8_t* dest = buffer_.data() + at;
-    source.read_aligned(start, length, dest, t.offset + t.bytes - start);
+    source[t.shard].read_aligned(start, length, dest, t.offset + t.bytes - start);
     weights_.add(t.name, dest + (t.offset - start));
     at += length;
   }

@@ -2,12 +2,12 @@
 // Reads a model's resident tensors (everything but routed experts) into one anonymous
 // buffer with direct I/O, so they count as the process's own memory and never sit in the
 // page cache. Each tensor gets a 4 KiB-aligned region that starts at the same offset
-// within a page as the tensor does in the file, so it is read straight into place.
+// within a page as the tensor does in its shard's file, so it is read straight into place.
 #include <cstdint>
 
 #include "gguf/file.h"
 #include "models/resident_weights.h"
-#include "pager/model_file.h"
+#include "pager/shard_files.h"
 #include "util/buffer.h"
 
 namespace epq::runtime {
@@ -18,7 +18,7 @@ uint64_t resident_bytes(const gguf::File& file, int n_layer);
 
 class ResidentLoader {
  public:
-  ResidentLoader(const gguf::File& file, const pager::ModelFile& source, int n_layer);
+  ResidentLoader(const gguf::File& file, const pager::ShardFiles& source, int n_layer);
   const models::ResidentWeights& weights() const { return weights_; }
   uint64_t bytes() const { return buffer_.size(); }
 

@@ -7,10 +7,10 @@ void RoutingRecorder::start_pass(models::ExpertSource& source, int64_t n_tokens,
   writer_.pass(n_tokens, pos0);
 }
 
-void RoutingRecorder::routed(int layer, std::span<const int> experts, std::span<const float> weights) {
+void RoutingRecorder::routed(int layer, std::span<int> experts, std::span<float> weights) {
+  source_->routed(layer, experts, weights);
   experts_.insert(experts_.end(), experts.begin(), experts.end());
   weights_.insert(weights_.end(), weights.begin(), weights.end());
-  source_->routed(layer, experts, weights);
 }
 
 void RoutingRecorder::begin(int layer, std::span<const int> experts) {

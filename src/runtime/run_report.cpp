@@ -12,7 +12,10 @@ nlohmann::json RunReport::to_json() const {
           {"arena_bytes", arena_bytes}, {"slots", slots}, {"coverage", coverage}, {"requests", requests}, {"hits", hits},
           {"misses", misses}, {"evictions", evictions}, {"bytes_read", bytes_read}, {"io_wait_ms", io_wait_ms},
           {"io_backend", io_backend}, {"policy", policy}, {"n_expert_used", n_expert_used},
-          {"decode_requests", decode_requests}, {"decode_hits", decode_hits}, {"decode_bytes_read", decode_bytes_read}};
+          {"decode_requests", decode_requests}, {"decode_hits", decode_hits}, {"decode_bytes_read", decode_bytes_read},
+          {"prefetch", prefetch}, {"decode_prefetched", decode_prefetched}, {"decode_prefetch_used", decode_prefetch_used},
+          {"decode_predicted", decode_predicted}, {"decode_predicted_right", decode_predicted_right},
+          {"route_trace", route_trace}};
 }
 
 RunReport RunReport::from_json(const nlohmann::json& j) {
@@ -39,6 +42,12 @@ RunReport RunReport::from_json(const nlohmann::json& j) {
   r.decode_requests = j.at("decode_requests");
   r.decode_hits = j.at("decode_hits");
   r.decode_bytes_read = j.at("decode_bytes_read");
+  r.prefetch = j.at("prefetch");
+  r.decode_prefetched = j.at("decode_prefetched");
+  r.decode_prefetch_used = j.at("decode_prefetch_used");
+  r.decode_predicted = j.at("decode_predicted");
+  r.decode_predicted_right = j.at("decode_predicted_right");
+  r.route_trace = j.at("route_trace");
   return r;
 }
 
@@ -52,6 +61,8 @@ RunReport make_run_report(const Engine& engine, const GenerateResult& g, const p
   r.peak_rss = m.peak_rss;
   r.anon_rss = m.rss_anon;
   r.n_expert_used = engine.info().n_expert_used;
+  r.route_trace = engine.route_replay();
+  r.prefetch = engine.pager() ? engine.prefetch_name() : "off";
   if (const pager::Pager* p = engine.pager()) {
     r.paged = true;
     r.arena_bytes = p->arena_bytes();
@@ -70,6 +81,10 @@ RunReport make_run_report(const Engine& engine, const GenerateResult& g, const p
     r.decode_requests = decode.requests;
     r.decode_hits = decode.hits;
     r.decode_bytes_read = decode.bytes_read;
+    r.decode_prefetched = decode.prefetched;
+    r.decode_prefetch_used = decode.prefetch_used;
+    r.decode_predicted = decode.predicted;
+    r.decode_predicted_right = decode.predicted_right;
   }
   return r;
 }

@@ -29,6 +29,10 @@ struct RunReport {
   double io_wait_ms = 0;
   // The same counters for the generation phase only (after the prompt).
   uint64_t decode_requests = 0, decode_hits = 0, decode_bytes_read = 0;
+  std::string prefetch = "off";  // off, gate or history
+  uint64_t decode_prefetched = 0, decode_prefetch_used = 0;
+  uint64_t decode_predicted = 0, decode_predicted_right = 0;  // the predictor's accuracy in decode
+  std::string route_trace;  // set when the routing was replayed from a trace (Engine::route_replay)
   std::string io_backend;
   std::string policy;
   int n_expert_used = 0;

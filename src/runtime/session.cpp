@@ -76,7 +76,12 @@ void Session::run(std::span<const int32_t> tokens, const std::function<void(size
     const bool all = on_logits != nullptr;
     float* dest = all ? batch_logits_.as<float>() : last_logits_.as<float>();
     models::ForwardTiming timing;
-    engine_.forward(*state_, part, position(), all, dest, &timing);
+    try {
+      engine_.forward(*state_, part, position(), all, dest, &timing);
+    } catch (...) {
+      start_over();  // a pass cut short (a failed read) leaves the recurrent state half updated
+      throw;
+    }
     stats_.expert_wait_seconds += timing.expert_wait_ms / 1000;
     tokens_.insert(tokens_.end(), part.begin(), part.end());
     if (!checkpoints_.empty() && checkpoints_.front() == position()) {
@@ -113,6 +118,13 @@ std::span<const int32_t> Session::reuse_prefix(std::span<const int32_t> prompt) 
   if (common == prompt.size() && common > 0) --common;
   roll_back_to(static_cast<int32_t>(common));
   return prompt.subspan(tokens_.size());
+}
+
+void Session::start_over() {
+  tokens_.clear();
+  checkpoints_.clear();
+  for (Snapshot& snap : snapshots_) snap.position = -1;
+  state_->reset_recurrent();
 }
 
 void Session::truncate(int32_t n) {

@@ -9,6 +9,9 @@
 // prompt, the end of a conversation before the generation prompt), and rolls back only
 // to a checkpoint, or to the start. A sliding-window cache rolls back only as far as its
 // ring still holds the window (ForwardState::oldest_rollback); further means the start.
+// An evaluation that fails (an exception from the forward pass, such as an I/O error)
+// leaves the session empty, as new: a half-run pass would otherwise leave its recurrent
+// state in the next evaluation.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -66,6 +69,8 @@ class Session {
   void run(std::span<const int32_t> tokens, const std::function<void(size_t, const float*)>* on_logits);
   // Rolls back to the latest snapshot at or before position n (or to the start).
   void roll_back_to(int32_t n);
+  // Forgets every token, snapshot and checkpoint and resets the recurrent state.
+  void start_over();
   bool recurrent() const { return !snapshots_.empty(); }
 
   struct Snapshot {

@@ -1,5 +1,7 @@
 #include "server/generation_queue.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 
 #include "util/error.h"
@@ -67,8 +69,9 @@ void GenerationQueue::worker() {
         });
         job->result.prompt_tokens = static_cast<int>(job->prompt.size());
         job->result.cached_tokens = static_cast<int>(job->prompt.size() - fresh.size());
-      } catch (const std::exception& e) {
+      } catch (const std::exception& e) {  // an I/O error, say: this request fails, the next starts afresh
         job->error = e.what();
+        fmt::print(stderr, "epq serve: a request failed: {}\n", job->error);
         session_.truncate(0);
       }
     }

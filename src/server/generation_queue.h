@@ -3,7 +3,8 @@
 // session and runs one generation at a time, in arrival order. Each job streams its text
 // through a callback on the worker thread; setting `cancelled` (a client went away)
 // stops it at the next token. The session's KV cache is reused when a prompt starts with
-// the previous one's tokens.
+// the previous one's tokens. A generation that fails (an I/O error, say) ends its job
+// with `error` set and a line on stderr; the session starts the next job afresh.
 #include <atomic>
 #include <condition_variable>
 #include <deque>

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "runtime/conversation_checkpoint.h"
 #include "server/access_policy.h"
@@ -73,7 +74,8 @@ class Server {
         options_(options),
         chat_template_(engine.file(), engine.tokenizer(), options.chat_template),
         queue_(engine),
-        request_memory_(request_bytes(options.max_body_bytes)),
+        body_memory_(kRequestBytesPerBodyByte * options.max_body_bytes),
+        prepare_memory_(kRequestFixedBytes),
         access_({options.api_key, options.cors_origins, options.host}) {
     if (options_.model_id.empty()) options_.model_id = std::filesystem::path(engine.options().model_path).stem().string();
     routes();
@@ -162,23 +164,29 @@ class Server {
     res.set_content(e.body(), "application/json");
   }
 
-  // Reads the body, at most --max-body bytes whether sized or chunked, holding its cost
-  // in `reservation` (see request_bytes) while it is read and prepared.
-  std::string read_body(const httplib::Request& req, const httplib::ContentReader& reader, MemoryReservation& reservation) {
+  static ApiError busy() { return ApiError(503, "server_error", "the server is busy with other large requests; retry shortly"); }
+
+  // Reads the body, at most --max-body bytes whether sized or chunked, holding the part
+  // of its cost per body byte (see request_bytes) in `body_share` as it arrives: a sized
+  // body's all before it is read, a chunked body's chunk by chunk. (The fixed part is
+  // taken once the body is complete: a client that sends its body slowly, or never
+  // finishes it, holds only its body's share, and the requests of others go on.)
+  std::string read_body(const httplib::Request& req, const httplib::ContentReader& reader, MemoryReservation& body_share) {
     const size_t limit = options_.max_body_bytes;
     auto too_large = [&] { return ApiError(413, "invalid_request_error", fmt::format("the request body is larger than {} bytes (--max-body)", limit)); };
-    auto busy = [] { return ApiError(503, "server_error", "the server is busy with other large requests; retry shortly"); };
     const bool sized = req.has_header("Content-Length") && !httplib_is_chunked(req);
     if (sized) {
       const uint64_t declared = req.get_header_value<uint64_t>("Content-Length");
       if (declared > limit) throw too_large();
-      if (!reservation.grow(request_bytes(declared), kMemoryPatience)) throw busy();
+      if (!body_share.grow(declared * kRequestBytesPerBodyByte, kMemoryPatience)) throw busy();
     }
     std::string body;
     bool over = false, starved = false;
     const bool ok = reader([&](const char* data, size_t n) {
       if (body.size() + n > limit) return !(over = true);
-      if (!sized && !reservation.grow(request_bytes(body.size() + n) - reservation.bytes(), kMemoryPatience)) return !(starved = true);
+      if (!sized && !body_share.grow((body.size() + n) * kRequestBytesPerBodyByte - body_share.bytes(), kMemoryPatience)) {
+        return !(starved = true);
+      }
       body.append(data, n);
       return true;
     });
@@ -229,13 +237,19 @@ class Server {
 
   void complete(const httplib::Request& req, const httplib::ContentReader& reader, httplib::Response& res, bool chat) {
     metrics_.request(chat);
+    bool body_read = false;
     try {
       CompletionRequest r;
       bool opens_reasoning = false;
       auto job = std::make_shared<Job>();
       {
-        MemoryReservation reservation(request_memory_);  // until the prompt is tokens
-        r = parse_completion_request(read_body(req, reader, reservation), chat, options_.max_tokens);
+        // The request's memory until its prompt is tokens: its body's share, then the
+        // fixed part for preparing it (one request is prepared at a time).
+        MemoryReservation body_share(body_memory_), prepare_share(prepare_memory_);
+        std::string body = read_body(req, reader, body_share);
+        body_read = true;
+        if (!prepare_share.grow(kRequestFixedBytes, kMemoryPatience)) throw busy();
+        r = parse_completion_request(std::exchange(body, {}), chat, options_.max_tokens);  // the body is freed once parsed
         if (!r.model.empty() && r.model != options_.model_id) {
           throw ApiError(404, "invalid_request_error",
                          fmt::format("the model '{}' does not exist; this server has '{}'", r.model, options_.model_id), "model_not_found",
@@ -259,6 +273,8 @@ class Server {
       metrics_.failure(500);
       send_error(res, ApiError(500, "server_error", printable(e.what())));
     }
+    // A body left unread (refused for its size, or cut off) leaves the connection unable to carry another request.
+    if (!body_read) res.set_header("Connection", "close");
   }
 
   void record(const Job& job) {
@@ -308,6 +324,7 @@ class Server {
     // When the job ends (on the generation worker): the closing chunks.
     job->on_done = [this, job = job.get(), events, splitter, emit, reply, include_usage = r.include_usage] {
       if (!job->error.empty()) {
+        metrics_.failure(500);
         events->push(sse(ApiError(500, "server_error", job->error).to_json()));
       } else {
         record(*job);
@@ -344,7 +361,7 @@ class Server {
   ServerOptions options_;
   text::ChatTemplate chat_template_;
   GenerationQueue queue_;
-  RequestMemory request_memory_;
+  RequestMemory body_memory_, prepare_memory_;  // together request_bytes(--max-body)
   AccessPolicy access_;
   Metrics metrics_;
   httplib::Server http_;

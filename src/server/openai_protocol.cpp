@@ -51,7 +51,7 @@ ordered content_text(const ordered& content, size_t index) {
   if (!content.is_array()) throw invalid_request("'" + param + "' must be a string or an array of text parts", param);
   std::string text;
   for (const ordered& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
+    if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") || !part["text"].is_string()) {
       throw invalid_request("'" + param + "' parts must be {\"type\": \"text\", \"text\": ...} (only text is supported)", param);
     }
     text += part["text"].get<std::string>();

@@ -37,9 +37,20 @@ class MemoryReservation {
   MemoryReservation(const MemoryReservation&) = delete;
   MemoryReservation& operator=(const MemoryReservation&) = delete;
 
+  // Adds `bytes`. If they are not free at once, gives back what it holds and waits up to
+  // `patience` for the whole amount: requests that grow piece by piece (chunked bodies)
+  // never hold parts while each waits for the others to finish, which would deadlock
+  // them. False (holding nothing) if the whole amount was not free in time.
   bool grow(uint64_t bytes, std::chrono::milliseconds patience) {
-    if (!pool_.acquire(bytes, patience)) return false;
-    bytes_ += bytes;
+    if (pool_.acquire(bytes, std::chrono::milliseconds(0))) {
+      bytes_ += bytes;
+      return true;
+    }
+    const uint64_t total = bytes_ + bytes;
+    pool_.release(bytes_);
+    bytes_ = 0;
+    if (!pool_.acquire(total, patience)) return false;
+    bytes_ = total;
     return true;
   }
   uint64_t bytes() const { return bytes_; }

@@ -107,7 +107,7 @@ ChatTemplate::ChatTemplate(const gguf::File& file, const Tokenizer& tokenizer, c
 }
 
 std::string ChatTemplate::render(nlohmann::ordered_json messages, nlohmann::ordered_json tools, bool add_generation_prompt,
-                                 nlohmann::ordered_json extra) const {
+                                 nlohmann::ordered_json extra, const jinja::RenderOptions& options) const {
   if (!jinja_) {
     std::vector<ChatMessage> m;
     for (const auto& msg : messages) {
@@ -117,7 +117,7 @@ std::string ChatTemplate::render(nlohmann::ordered_json messages, nlohmann::orde
     return render_chatml(m, add_generation_prompt);
   }
   if (object_arguments_) parse_object_arguments(messages);
-  return render_jinja(std::move(messages), std::move(tools), add_generation_prompt, std::move(extra));
+  return render_jinja(std::move(messages), std::move(tools), add_generation_prompt, std::move(extra), options);
 }
 
 std::string ChatTemplate::render_jinja(nlohmann::ordered_json messages, nlohmann::ordered_json tools, bool add_generation_prompt,

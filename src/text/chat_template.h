@@ -20,10 +20,12 @@ class ChatTemplate {
   // override_source: a template to use instead of the file's (e.g. --chat-template FILE).
   ChatTemplate(const gguf::File& file, const Tokenizer& tokenizer, const std::optional<std::string>& override_source = std::nullopt);
   // messages: [{"role": ..., "content": ...}, ...] as in the OpenAI API; tools may be null;
-  // extra: template variables such as enable_thinking. Throws Error if the template fails.
-  // Taken by value: callers that are done with them move them in.
+  // extra: template variables such as enable_thinking; options: the render's clock and work
+  // limit. Throws Error if the template fails. Taken by value: callers that are done with
+  // them move them in.
   std::string render(nlohmann::ordered_json messages, nlohmann::ordered_json tools, bool add_generation_prompt,
-                     nlohmann::ordered_json extra = nlohmann::ordered_json::object()) const;
+                     nlohmann::ordered_json extra = nlohmann::ordered_json::object(),
+                     const jinja::RenderOptions& options = {}) const;
   bool is_chatml_fallback() const { return !jinja_; }
   // The template needs a tool call's arguments as an object: given the JSON text that OpenAI
   // clients send, it fails (Qwen3.5/3.6: `arguments|items`) or quotes the text once more

@@ -13,6 +13,6 @@ namespace epq {
 void guard_mapping(const void* addr, size_t size, const std::string& path);
 void unguard_mapping(const void* addr);
 
-inline constexpr int kMaxGuardedMappings = 16;
+inline constexpr int kMaxGuardedMappings = 256;  // one per mapped file, the shards of a split model too
 
 }  // namespace epq

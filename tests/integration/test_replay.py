@@ -7,12 +7,12 @@ import json
 import os
 import re
 import shutil
-import struct
 import unittest
 
 import harness
 from harness import run, path, synth
 from test_server import Server
+from trace_file import read_trace
 
 DEMO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "demo")
 MODEL = os.path.join(DEMO, "epq-demo-kjv-q4.gguf")
@@ -21,40 +21,12 @@ PROMPT = "And God said unto Moses, Go in unto Pharaoh, and tell him, Thus saith 
 
 
 def trace_summary(trace):
-    """(passes, tokens, layer records) from the documented format (docs/ROUTING_TRACE.md)."""
-    with open(trace, "rb") as f:
-        b = f.read()
-    assert b[:8] == b"EPQTRACE" and struct.unpack_from("<I", b, 8)[0] == 1
-    o = 12
-    for _ in range(2):  # architecture, model
-        n, = struct.unpack_from("<I", b, o)
-        o += 4 + n
-    n_layer, n_expert, k = struct.unpack_from("<III", b, o)
-    o += 12
-    for _ in range(n_layer):
-        n, = struct.unpack_from("<I", b, o)
-        o += 4 + (24 + 4 * n if n else 0)
-    passes = tokens = layers = 0
-    while True:
-        tag = b[o]
-        o += 1
-        if tag == ord("E"):
-            assert struct.unpack_from("<QQ", b, o) == (passes, layers)
-            assert o + 16 == len(b)
-            return passes, tokens, layers
-        if tag == ord("P"):
-            n, _ = struct.unpack_from("<Ii", b, o)
-            o += 8
-            passes, tokens = passes + 1, tokens + n
-        else:
-            assert tag == ord("L"), tag
-            layer, n = struct.unpack_from("<HI", b, o)
-            o += 6
-            for j in range(n * k):
-                e, w = struct.unpack_from("<Hf", b, o + 6 * j)
-                assert e < n_expert and 0 < w <= 1
-            o += 6 * n * k
-            layers += 1
+    """(passes, tokens, layer records) of a trace, checking every choice."""
+    t = read_trace(trace)
+    for _, _, layers in t["passes"]:
+        for _, experts, weights in layers:
+            assert all(e < t["n_expert"] for e in experts) and all(0 < w <= 1 for w in weights)
+    return len(t["passes"]), sum(p[0] for p in t["passes"]), sum(len(p[2]) for p in t["passes"])
 
 
 def budget_for_half():

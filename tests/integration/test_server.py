@@ -285,6 +285,34 @@ class Limits(unittest.TestCase):
         self.assertGreater(waited, 2.5)
         self.assertLess(waited, 8, "the server kept silent clients past --timeout")
 
+    def test_a_client_that_never_finishes_its_body_times_out_while_others_are_served(self):
+        slow = socket.create_connection(("127.0.0.1", self.server.port), timeout=30)
+        start = time.time()
+        slow.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 100\r\n\r\n{\"prompt\": ")  # 11 of 100 bytes, then nothing
+        time.sleep(0.3)  # the server is reading its body
+        status, payload = self.server.post("/v1/completions", {"prompt": "The river", "max_tokens": 4})
+        self.assertEqual(status, 200, payload)
+        self.assertLess(time.time() - start, 2.5, "another client waited for the slow one")
+        while slow.recv(4096):  # whatever the server says, it closes the connection
+            pass
+        slow.close()
+        waited = time.time() - start
+        self.assertGreater(waited, 2.5)
+        self.assertLess(waited, 8, "the server kept a silent client past --timeout")
+
+    def test_an_idle_keep_alive_connection_is_closed_after_the_timeout(self):
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=30)
+        for _ in range(2):  # one connection, two requests
+            conn.request("GET", "/health")
+            self.assertEqual(conn.getresponse().read(), b'{"queue_depth":0,"status":"ok"}')
+        start = time.time()
+        self.assertEqual(conn.sock.recv(4096), b"")  # the server closed it
+        waited = time.time() - start
+        conn.close()
+        self.assertGreater(waited, 2.5)
+        self.assertLess(waited, 8, "the server kept an idle connection past --timeout")
+
 
 class ReasoningTest(unittest.TestCase):
     def test_text_after_an_open_think_tag_is_reasoning_content(self):

@@ -69,8 +69,8 @@ TEST(GgufReader, AcceptsMinimalFileWithTensor) {
   EXPECT_EQ(f.get_int("a.b"), 7);
   ASSERT_NE(f.find_tensor("t"), nullptr);
   EXPECT_EQ(f.find_tensor("t")->bytes, 256u);
-  EXPECT_EQ(f.find_tensor("t")->offset, f.data_offset());
-  EXPECT_EQ(f.data_offset() % 32, 0u);
+  EXPECT_EQ(f.find_tensor("t")->offset, f.shards()[0].data_offset);
+  EXPECT_EQ(f.shards()[0].data_offset % 32, 0u);
 }
 
 TEST(GgufReader, AcceptsVersion2) {
@@ -264,7 +264,7 @@ TEST(GgufWriter, RoundTripsEveryValueTypeAndTensorData) {
     w.finish();
   }
   File f = File::open(path);
-  EXPECT_EQ(f.alignment(), 64u);
+  EXPECT_EQ(f.shards()[0].alignment, 64u);
   EXPECT_EQ(f.get_int("u8"), 200);
   EXPECT_EQ(f.get_int("i8"), -100);
   EXPECT_EQ(f.get_int("u16"), 60000);

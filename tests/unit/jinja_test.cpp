@@ -439,6 +439,26 @@ TEST(JinjaLimits, WorkIsBounded) {
   EXPECT_EQ(error("{% for i in range(1000) %}{{ i }}{% endfor %}"), "(no error)");
 }
 
+// A template can build a chain of lists a million deep, one append at a time (each append
+// walks only the new, empty list), within the server's work limit; freeing it used to
+// recurse as deep and overflow the stack (docs/results/fuzz_campaign.md).
+TEST(JinjaLimits, DeeplyNestedListsAreFreedWithoutRecursion) {
+  Value chain = Array{};
+  for (int i = 0; i < 1'000'000; ++i) chain = Value(Array{chain});
+  chain = Value();
+  RenderOptions options;
+  options.max_statements = 1'000'000;
+  const std::string source =
+      "{% set ns = namespace(top=[], cur=none) %}{% set ns.cur = ns.top %}{% for i in range(1000000) %}{% set n = [] %}"
+      "{% set _ = ns.cur.append(n) %}{% set ns.cur = n %}{% endfor %}";
+  try {
+    Template(source).render(Json::object(), options);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("template ran too long"), std::string::npos) << e.what();
+  }
+}
+
 // -- real chat templates
 
 Json chat() {

@@ -65,6 +65,25 @@ TEST(RequestJson, SamplingValuesOutOfRangeAre400) {
   }
 }
 
+// A content part whose "type" was not a string escaped as nlohmann's type_error (a 500)
+// instead of a 400 (docs/results/fuzz_campaign.md).
+TEST(RequestJson, ContentPartsOfAnyShapeAre400) {
+  for (const std::string part : {R"({"type": 5, "text": "a"})", R"({"type": null, "text": "a"})", R"({"type": ["text"], "text": "a"})",
+                                 R"({"text": "a"})", R"({"type": "text", "text": 5})", R"({"type": "image_url"})", R"("text")"}) {
+    SCOPED_TRACE(part);
+    const std::string body = R"({"messages": [{"role": "user", "content": [)" + part + "]}]}";
+    try {
+      server::parse_completion_request(body, true);
+      FAIL() << "no error";
+    } catch (const server::ApiError& e) {
+      EXPECT_EQ(e.status, 400);
+      EXPECT_EQ(e.param, "messages[0].content");
+    }
+  }
+  const auto request = server::parse_completion_request(R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]})", true);
+  EXPECT_EQ(request.messages[0]["content"], "ab");
+}
+
 TEST(RequestMemory, GrantsWhatIsFreeAndWaitsForTheRest) {
   server::RequestMemory pool(100);
   EXPECT_FALSE(pool.acquire(101, std::chrono::milliseconds(0)));  // more than it ever holds
@@ -85,6 +104,28 @@ TEST(RequestMemory, GrantsWhatIsFreeAndWaitsForTheRest) {
   }  // c's release lets the waiter in
   waiter.join();
   EXPECT_EQ(pool.in_use(), 80u);
+}
+
+// Found by scripts/soak_server.py: two chunked bodies growing at once each held part of
+// the pool and waited for the other's part until both got 503.
+TEST(RequestMemory, AReservationThatMustWaitHoldsNothingMeanwhile) {
+  using std::chrono::milliseconds;
+  server::RequestMemory pool(100);
+  server::MemoryReservation b(pool);
+  std::thread waiter;
+  {
+    server::MemoryReservation a(pool);
+    EXPECT_TRUE(a.grow(50, milliseconds(0)));
+    EXPECT_TRUE(b.grow(40, milliseconds(0)));
+    waiter = std::thread([&] { EXPECT_TRUE(b.grow(40, std::chrono::seconds(30))); });  // must wait for 80 in all
+    while (pool.in_use() != 50) std::this_thread::sleep_for(milliseconds(1));        // ...holding nothing meanwhile
+    EXPECT_TRUE(a.grow(50, milliseconds(0)));  // so a completes, where it would wait for b's 40 otherwise
+  }  // a finishes: b gets its 80 at once
+  waiter.join();
+  EXPECT_EQ(b.bytes(), 80u);
+  EXPECT_FALSE(b.grow(30, milliseconds(10)));  // never free in time: b is left holding nothing
+  EXPECT_EQ(b.bytes(), 0u);
+  EXPECT_EQ(pool.in_use(), 0u);
 }
 
 }  // namespace

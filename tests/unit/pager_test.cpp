@@ -81,7 +81,7 @@ TEST_F(PagerTest, DeliversFileBytesCountsHitsAndMisses) {
     o.io.backend = io;
     o.io.max_read_bytes = 16384;  // split every read into several pieces
     auto l = layouts();
-    Pager pager(path_, l, o);
+    Pager pager({path_}, l, o);
     std::vector<int> experts = {5, 1, 7};
     pager.begin(0, experts);
     std::vector<models::ReadyExpert> ready;
@@ -108,7 +108,7 @@ TEST_F(PagerTest, DeliversFileBytesCountsHitsAndMisses) {
 
 TEST_F(PagerTest, WavesWhenALayerNeedsMoreExpertsThanSlots) {
   auto l = layouts();
-  Pager pager(path_, l, PagerOptions{{1, 1}, "lru", {}});
+  Pager pager({path_}, l, PagerOptions{{1, 1}, "lru", {}});
   std::vector<int> experts = {0, 3, 6, 2};
   pager.begin(1, experts);
   std::vector<models::ReadyExpert> ready;

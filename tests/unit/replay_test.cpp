@@ -225,7 +225,7 @@ TEST(Replay, CountsWhatThePagerCounts) {
   const pager::SizeClasses classes = trace_size_classes(h);
   for (const std::string& name : pager::eviction_policy_names()) {
     const std::vector<int64_t> slots = {7, 6};
-    pager::Pager pager(path, info.experts, {slots, name, {}});
+    pager::Pager pager({path}, info.experts, {slots, name, {}});
     std::vector<models::ReadyExpert> ready;
     for (const TracePass& p : trace.passes) {
       for (const TraceLayer& l : p.layers) {

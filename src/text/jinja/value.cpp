@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <variant>
+#include <vector>
 
 #include "text/byte_unicode.h"
 #include "text/jinja/budget.h"
@@ -20,6 +22,27 @@ constexpr int kMaxNesting = 512;
 
 void check_nesting(int depth) {
   if (depth > kMaxNesting) failure("value nested more than {} levels deep", kMaxNesting);
+}
+
+// Lists and dicts are freed one at a time. Freeing one frees the values it holds, and a
+// template can build a chain of lists a million deep (appending each new list to the last
+// one): freed recursively, it would overflow the stack. A list or dict whose last owner
+// goes while another is being freed on this thread waits in a queue instead.
+using Doomed = std::variant<Array*, Object*>;
+thread_local std::vector<Doomed> doomed_queue;
+thread_local bool freeing = false;
+
+void free_in_turn(Doomed doomed) {
+  doomed_queue.push_back(doomed);
+  if (freeing) return;
+  freeing = true;
+  while (!doomed_queue.empty()) {
+    const Doomed next = doomed_queue.back();
+    doomed_queue.pop_back();
+    std::visit([](auto* p) { delete p; }, next);  // may queue the lists and dicts p held
+  }
+  freeing = false;
+  if (doomed_queue.capacity() > 4096) std::vector<Doomed>().swap(doomed_queue);  // after a long chain
 }
 
 // Python's float repr: the shortest digits that round-trip, "1.0", "1e-05", "1e+16", "inf".
@@ -364,10 +387,10 @@ Value::Value(std::string s) {
 
 Value::Value(Array a) {
   check_items(a.size());
-  data_ = std::make_shared<Array>(std::move(a));
+  data_ = ArrayPtr(new Array(std::move(a)), [](Array* doomed) { free_in_turn(doomed); });
 }
 
-Value::Value(Object o) : data_(std::make_shared<Object>(std::move(o))) {}
+Value::Value(Object o) : data_(ObjectPtr(new Object(std::move(o)), [](Object* doomed) { free_in_turn(doomed); })) {}
 
 Value::Value(Function f) : data_(std::make_shared<const Function>(std::move(f))) {}
 

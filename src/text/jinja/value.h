@@ -3,9 +3,9 @@
 // missing variable, key or attribute: prints as "", iterates as empty, is false), none,
 // bool, int (64-bit; overflow is an error, not a bignum), float, string (UTF-8 bytes),
 // array (a Python list) and object (an insertion-ordered dict, also what namespace()
-// makes), both shared and mutable as in Python, and function (builtins, bound methods,
-// macros). Values convert from and to JSON, print like Python's str() and dump like
-// Python's json.dumps.
+// makes), both shared and mutable as in Python and freed without recursion however deep
+// they nest, and function (builtins, bound methods, macros). Values convert from and to
+// JSON, print like Python's str() and dump like Python's json.dumps.
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
