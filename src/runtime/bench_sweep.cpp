@@ -178,6 +178,7 @@ void drop_file_cache(const std::string& path) {
 
 std::vector<BenchResult> run_bench(const BenchOptions& o, const std::function<void(const std::string&)>& progress) {
   if (o.runs < 1) fail("--runs must be at least 1");
+  if (o.evict.empty() || o.prefetch.empty()) fail("--evict and --prefetch need at least one value each");
   const std::string exe = self_exe();
   std::vector<BenchConfig> configs;
   for (int k : o.expert_used) {
@@ -188,18 +189,21 @@ std::vector<BenchResult> run_bench(const BenchOptions& o, const std::function<vo
       } else if (b != "ram") {
         bytes = parse_budget(b, "--budgets");
       }
+      if (b == "ram") {  // no pager, so no policy or prefetch to vary
+        configs.push_back({b, bytes, o.evict.front(), "off", k});
+        continue;
+      }
       for (const std::string& e : o.evict) {
         for (const std::string& p : o.prefetch) {
           pager::parse_prefetch(p);
           configs.push_back({b, bytes, e, p, k});
-          if (b == "ram") break;  // no pager, so no policy to vary
         }
-        if (b == "ram") break;
       }
     }
   }
   const std::string tmp = (std::filesystem::temp_directory_path() / ("epq-bench-" + std::to_string(getpid()))).string();
   const std::string report_path = tmp + ".json", out_path = tmp + ".out", err_path = tmp + ".err", trace_path = tmp + ".trace";
+  const std::vector<std::string> shards = gguf::File::open(o.model, gguf::File::Access::kHeaderOnly).shard_paths();
   std::vector<BenchResult> results;
   for (size_t ci = 0; ci < configs.size(); ++ci) {
     const BenchConfig& c = configs[ci];
@@ -220,7 +224,7 @@ std::vector<BenchResult> run_bench(const BenchOptions& o, const std::function<vo
     for (int r = 0; r < o.runs; ++r) {
       progress(fmt::format("[{}/{}] budget {}, {}, run {}/{}", ci + 1, configs.size(), c.budget_label, c.series(), r + 1, o.runs));
       if (o.cold) {
-        for (const std::string& shard : gguf::File::open(o.model, gguf::File::Access::kHeaderOnly).shard_paths()) drop_file_cache(shard);
+        for (const std::string& shard : shards) drop_file_cache(shard);
       }
       std::vector<std::string> argv = {exe, "run", "-p", o.prompt, "-n", std::to_string(o.n_predict), "--temp", "0", "--ignore-eos",
                                        "--report-json", report_path};

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "pager/next_layer_predictor.h"
 #include "pager/slot_cache.h"
@@ -84,7 +85,8 @@ std::unique_ptr<pager::EvictionPolicy> make_belady_policy(const RoutingTrace& tr
 pager::PagerStats replay_trace(const RoutingTrace& trace, const pager::SizeClasses& classes, const std::vector<int64_t>& slots,
                                std::unique_ptr<pager::EvictionPolicy> policy, pager::PagerStats* after_first_pass, bool prefetch) {
   pager::SlotCache cache(classes, slots, std::move(policy));
-  pager::NextLayerPredictor predictor(classes);
+  std::optional<pager::NextLayerPredictor> predictor;
+  if (prefetch) predictor.emplace(classes);
   std::vector<char> ahead(cache.n_slots(), 0);  // per slot: prefetched and not yet requested
   std::vector<int> misses, predicted;
   int64_t last_pass = 0;
@@ -113,11 +115,11 @@ pager::PagerStats replay_trace(const RoutingTrace& trace, const pager::SizeClass
       ahead[static_cast<size_t>(s)] = 0;
       cache.stats().bytes_read += trace.header.read_bytes(l.layer, e);
     }
-    if (!prefetch) return;
+    if (!predictor) return;
     // As the pager does once the request's reads have landed, but with no limit on time.
-    predictor.observe(l.layer, experts);
-    predictor.predict(l.layer, experts, experts.size(), predicted);
-    const int next = predictor.next_layer(l.layer);
+    predictor->observe(l.layer, experts);
+    predictor->predict(l.layer, experts, experts.size(), predicted);
+    const int next = predictor->next_layer(l.layer);
     for (int e : predicted) {
       if (cache.holds(next, e)) continue;
       const int s = cache.place_ahead(next, e);
