@@ -187,10 +187,11 @@ void add_bench_command(CLI::App& root) {
       ->delimiter(',')
       ->check(CLI::IsMember(pager::eviction_policy_names()))
       ->capture_default_str();
-  c->add_option("--prefetch", o.prefetch, "Pager prefetch modes to compare in paged runs: off, gate, history (e.g. off,gate)")
+  c->add_option("--prefetch", o.prefetch,
+                "Pager prefetch modes to compare in paged runs: gate, history, off (e.g. off,gate; default: gate, or off with "
+                "--route-trace)")
       ->delimiter(',')
-      ->check(CLI::IsMember(pager::prefetch_names()))
-      ->capture_default_str();
+      ->check(CLI::IsMember(pager::prefetch_names()));
   c->add_option("--route-trace", o.route_trace,
                 "Replay this routing trace (epq run --trace-routing) in every run in place of the model's routers, mapped onto its "
                 "layers and experts (docs/CACHING.md): disk and cache then behave as with that routing")

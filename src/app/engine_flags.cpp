@@ -47,8 +47,9 @@ void add_engine_flags(CLI::App* c, runtime::EngineOptions& o) {
                 "Record every forward pass's expert choices and weights to this file, for epq replay (docs/ROUTING_TRACE.md)");
   c->add_option_function<std::string>(
        "--prefetch", [&o](const std::string& v) { o.prefetch = pager::parse_prefetch(v); },
-       "Paged runs: read the experts the next layer will likely ask for while the disk would idle: off (the default), gate (the "
-       "next layer's router on this layer's input) or history (experts that followed these before); docs/CACHING.md")
+       "Paged runs: read the experts the next layer will likely ask for while the disk would idle: gate (the default: the next "
+       "layer's router on this layer's input; off with --route-trace), history (experts that followed these before) or off; "
+       "docs/CACHING.md")
       ->check(CLI::IsMember(pager::prefetch_names()));
   c->add_option("--route-trace", o.route_trace,
                 "Benchmarks: replace the routers' choices by this routing trace's, mapped onto the model (docs/CACHING.md); "

@@ -11,7 +11,7 @@
 // Which expert each slot holds, pins and victims are decided by a SlotCache (the same
 // object `epq replay` drives without I/O); the pager moves the bytes.
 //
-// Prefetch (PagerOptions::prefetch, off by default): at each request a predictor names the
+// Prefetch (PagerOptions::prefetch; the engine turns on `gate` by default): at each request a predictor names the
 // experts the next routed layer will likely ask for: the stale gate (`gate`: the next
 // layer's router applied to the current layer's input, told through predicted()) or the
 // history of requests (`history`: a NextLayerPredictor). Once every demand read of

@@ -178,7 +178,9 @@ void drop_file_cache(const std::string& path) {
 
 std::vector<BenchResult> run_bench(const BenchOptions& o, const std::function<void(const std::string&)>& progress) {
   if (o.runs < 1) fail("--runs must be at least 1");
-  if (o.evict.empty() || o.prefetch.empty()) fail("--evict and --prefetch need at least one value each");
+  if (o.evict.empty()) fail("--evict needs at least one value");
+  const std::vector<std::string> prefetch =
+      o.prefetch.empty() ? std::vector<std::string>{o.route_trace.empty() ? "gate" : "off"} : o.prefetch;
   const std::string exe = self_exe();
   std::vector<BenchConfig> configs;
   for (int k : o.expert_used) {
@@ -194,7 +196,7 @@ std::vector<BenchResult> run_bench(const BenchOptions& o, const std::function<vo
         continue;
       }
       for (const std::string& e : o.evict) {
-        for (const std::string& p : o.prefetch) {
+        for (const std::string& p : prefetch) {
           pager::parse_prefetch(p);
           configs.push_back({b, bytes, e, p, k});
         }
@@ -217,8 +219,7 @@ std::vector<BenchResult> run_bench(const BenchOptions& o, const std::function<vo
     std::vector<std::string> common = {"-m", o.model, "--ctx", std::to_string(o.n_ctx)};
     if (o.n_threads > 0) common.insert(common.end(), {"-t", std::to_string(o.n_threads)});
     if (c.expert_used > 0) common.insert(common.end(), {"--expert-used", std::to_string(c.expert_used)});
-    if (c.budget > 0) common.insert(common.end(), {"--ram-budget", std::to_string(c.budget), "--evict", c.evict});
-    if (c.budget > 0 && c.prefetch != "off") common.insert(common.end(), {"--prefetch", c.prefetch});
+    if (c.budget > 0) common.insert(common.end(), {"--ram-budget", std::to_string(c.budget), "--evict", c.evict, "--prefetch", c.prefetch});
     if (!o.route_trace.empty()) common.insert(common.end(), {"--route-trace", o.route_trace});
     common.insert(common.end(), o.extra_args.begin(), o.extra_args.end());
     for (int r = 0; r < o.runs; ++r) {

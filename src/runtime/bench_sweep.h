@@ -18,7 +18,9 @@ struct BenchOptions {
   std::string model;
   std::vector<std::string> budgets = {"2G", "4G", "8G", "16G", "all"};  // sizes, "all" (every expert fits), "ram" (no paging)
   std::vector<std::string> evict = {"lrfu"};
-  std::vector<std::string> prefetch = {"off"};  // pager prefetch modes to compare in paged runs (pager::prefetch_names)
+  // Pager prefetch modes to compare in paged runs (pager::prefetch_names); empty: the
+  // engine's default (gate, or off with a route trace).
+  std::vector<std::string> prefetch;
   std::vector<int> expert_used = {0};  // 0: the model's own top-k
   int runs = 3;
   std::string prompt;

@@ -40,6 +40,7 @@ EngineOptions resolve(EngineOptions o) {
   if (o.n_threads > cpus) fail("--threads {} is more than the {} CPUs this process may run on", o.n_threads, cpus);
   if (o.n_threads <= 0) o.n_threads = physical_core_count();
   if (!o.ram_budget) o.ram_budget = budget_from_environment();
+  if (!o.prefetch) o.prefetch = o.route_trace.empty() ? pager::Prefetch::kStaleGate : pager::Prefetch::kOff;
   quant::active_kernels();  // an unusable EPQ_KERNELS fails before the model loads (serve: before it listens)
   return o;
 }
@@ -56,7 +57,7 @@ Engine::Engine(const EngineOptions& options)
   // Read before the memory plan, which measures the process as it stands.
   auto load_route_trace = [&](const models::ModelInfo& info) {
     if (options_.route_trace.empty()) return;
-    if (options_.prefetch == pager::Prefetch::kStaleGate) {
+    if (*options_.prefetch == pager::Prefetch::kStaleGate) {
       fail("--prefetch gate predicts from the model's own routers, which --route-trace replaces: use --prefetch history");
     }
     replayer_ = std::make_unique<RouteReplayer>(options_.route_trace, info);
@@ -72,17 +73,17 @@ Engine::Engine(const EngineOptions& options)
     load_route_trace(info);
     plan_ = plan_memory_now(file_, info, model_options, {*options_.ram_budget, options_.n_ctx, options_.n_batch, options_.n_threads, options_.io, 0,
                                                          options_.reserved_bytes, options_.all_logits,
-                                                         options_.prefetch == pager::Prefetch::kHistory});
+                                                         *options_.prefetch == pager::Prefetch::kHistory});
     if (!plan_->feasible) fail("{}", plan_->refusal());
     source_ = std::make_unique<pager::ShardFiles>(file_.shard_paths(), options_.io.force_buffered);
     resident_ = std::make_unique<ResidentLoader>(file_, *source_, info.n_layer);
     model_ = models::load_model(file_, resident_->weights(), model_options);
-    pager::PagerOptions po{plan_->slots, options_.evict, options_.io, options_.prefetch};
+    pager::PagerOptions po{plan_->slots, options_.evict, options_.io, *options_.prefetch};
     pager_ = std::make_unique<pager::Pager>(file_.shard_paths(), model_->info().experts, po);
     for (const std::string& n : pager_->notes()) note(n);
     note(fmt::format("paging experts: budget {}, arena {} ({:.1f}% of experts), {} eviction{}, {}", format_bytes(*options_.ram_budget),
                      format_bytes(pager_->arena_bytes()), 100 * plan_->coverage(), pager_->policy().name(),
-                     options_.prefetch == pager::Prefetch::kOff ? "" : " with prefetch (" + prefetch_name() + ")", pager_->io_name()));
+                     *options_.prefetch == pager::Prefetch::kOff ? "" : " with prefetch (" + prefetch_name() + ")", pager_->io_name()));
   }
   if (tokenizer_->n_vocab() != model_->info().n_vocab) {
     fail("{}: tokenizer has {} tokens but the model's vocabulary is {}", file_.path(), tokenizer_->n_vocab(), model_->info().n_vocab);
@@ -100,7 +101,7 @@ std::string Engine::pager_summary(int64_t tokens) const {
   if (!pager_) return {};
   const pager::PagerStats& s = pager_->stats();
   const std::string prefetch =
-      options_.prefetch == pager::Prefetch::kOff
+      *options_.prefetch == pager::Prefetch::kOff
           ? ""
           : fmt::format(", {} experts prefetched ({} used; the predictor named {} experts, {:.1f}% of them asked for)", s.prefetched,
                         s.prefetch_used, s.predicted, s.predicted ? 100.0 * static_cast<double>(s.predicted_right) / static_cast<double>(s.predicted) : 0.0);
@@ -111,7 +112,7 @@ std::string Engine::pager_summary(int64_t tokens) const {
                      s.io_wait_ms, format_bytes(pager_->arena_bytes()), 100 * plan_->coverage());
 }
 
-std::string Engine::prefetch_name() const { return pager::prefetch_names()[static_cast<size_t>(options_.prefetch)]; }
+std::string Engine::prefetch_name() const { return pager::prefetch_names()[static_cast<size_t>(*options_.prefetch)]; }
 
 std::string Engine::route_replay() const { return replayer_ ? replayer_->description() : std::string(); }
 

@@ -39,7 +39,9 @@ struct EngineOptions {
   std::string stats_file;
   std::string trace_routing;  // set: record every pass's routing to this file (routing_trace.h)
   std::string route_trace;    // set: replace the routers' choices by this trace's (route_replay.h)
-  pager::Prefetch prefetch = pager::Prefetch::kOff;  // read predicted experts ahead (pager.h)
+  // Read predicted experts ahead (pager.h). Unset: the stale gate, or off with a route
+  // trace, which replaces the routers the gate predicts from (resolve fills it in).
+  std::optional<pager::Prefetch> prefetch;
   bool quiet = false;  // no notes on stderr
   uint64_t reserved_bytes = 0;  // budget kept for the caller (e.g. the HTTP server's threads)
   bool all_logits = false;  // the logits of every prompt position are wanted (perplexity)
@@ -95,7 +97,7 @@ uint64_t parse_budget(const std::string& text, const std::string& what);
 // Reads the budget from EPQ_RAM_BUDGET_MB when no --ram-budget was given.
 std::optional<uint64_t> budget_from_environment();
 // Checks options and fills in defaults: threads (at most the CPUs this process may run
-// on), the budget from the environment, a batch no longer than the context.
+// on), the budget from the environment, a batch no longer than the context, prefetch.
 EngineOptions resolve(EngineOptions options);
 
 }  // namespace epq::runtime

@@ -1,4 +1,4 @@
-"""Prefetch (--prefetch gate|history) and routing replay (--route-trace, for benchmarks): a replayed
+"""Prefetch (--prefetch gate|history|off; gate by default, off with --route-trace) and routing replay (--route-trace, for benchmarks): a replayed
 trace drives the routers exactly as docs/CACHING.md maps it; prefetch and paging leave
 every token and logit bit-identical to all in RAM, on the trained demo model's own
 routing and on a replayed one; prefetched experts are then asked for; `epq bench
@@ -108,6 +108,20 @@ class Prefetch(unittest.TestCase):
                 "--ram-budget", str(budget_at(DEMO_MODEL, 0.3)), "--prefetch", mode)
             with open(a, "rb") as x, open(b, "rb") as y:
                 self.assertEqual(x.read(), y.read(), mode)
+
+    def test_gate_is_the_default_and_off_with_a_route_trace(self):
+        budget = str(budget_at(DEMO_MODEL, 0.3))
+        for extra, want in (([], "gate"), (["--route-trace", self.trace], "off"), (["--prefetch", "off"], "off")):
+            with self.subTest(extra=extra):
+                report = path("default-report.json")
+                self.generate(DEMO_MODEL, "--ram-budget", budget, *extra, report=report)
+                with open(report) as f:
+                    r = json.load(f)
+                self.assertEqual(r["prefetch"], want)
+                if want == "gate":
+                    self.assertGreater(r["decode_prefetched"], 0)
+                else:
+                    self.assertEqual(r["decode_prefetched"], 0)
 
     def test_stale_gate_ignores_a_skipped_mtp_block(self):
         # The last of qwen35moe's 8 blocks made a NextN block: layer 6's stale gate sees a

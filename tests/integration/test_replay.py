@@ -55,7 +55,8 @@ class Replay(unittest.TestCase):
         budget = budget_for_half()
         for policy in ("lru", "lrfu"):
             report = path(f"run-{policy}.json")
-            generate("--ram-budget", str(budget), "--evict", policy, "--report-json", report,
+            # Prefetch off: replay counts demand requests as the pager does without it.
+            generate("--ram-budget", str(budget), "--evict", policy, "--prefetch", "off", "--report-json", report,
                      *(["--trace-routing", cls.trace] if policy == "lru" else []))
             with open(report) as f:
                 cls.reports[policy] = json.load(f)
