@@ -11,6 +11,9 @@
 #                   runs found, and later runs start from it
 #   EPQ             an epq binary to synthesize the GGUF seeds with (default build/epq, else
 #                   one is built in EPQ_FUZZ_BUILD)
+#   EPQ_FUZZ_TIMEOUT  seconds one input may run before it counts as a hang (default 10;
+#                   raise it for a campaign run at low priority beside other work, where
+#                   a slow input can wait that long for the CPU)
 # Seeds: tests/fuzz/corpus/TARGET (committed, including regression inputs), plus generated
 # ones: headers and a whole tiny file from `epq synth`, and the chat templates in
 # tests/unit/chat_templates with a request body each. Exits 77 when clang or libFuzzer is
@@ -95,7 +98,7 @@ for target in "${targets[@]}"; do
   for dir in "tests/fuzz/corpus/$target" "$seeds/$target"; do
     [ -d "$dir" ] && inputs+=("$dir")
   done
-  options=("${budget[@]}" -max_len="${max_len[$target]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+  options=("${budget[@]}" -max_len="${max_len[$target]}" -timeout="${EPQ_FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 -print_final_stats=1
            -artifact_prefix="$build/artifacts/$target-")
   [ -n "${dict[$target]}" ] && options+=(-dict="tests/fuzz/${dict[$target]}.dict")
   log=$build/$target.log

@@ -21,10 +21,10 @@ void run(const runtime::EngineOptions& options) {
   const models::ModelOptions model_options{o.expert_used, o.chunked_delta_rule};
   const models::ModelInfo info = models::read_model_info(file, model_options);
   file.unmap();
-  const runtime::MemoryPlan p = runtime::plan_memory_now(file, info, model_options, {*o.ram_budget, o.n_ctx, o.n_batch, o.n_threads, o.io, 0, 0, false, o.prefetch == pager::Prefetch::kHistory});
+  const runtime::MemoryPlan p = runtime::plan_memory_now(file, info, model_options, {*o.ram_budget, o.n_ctx, o.n_batch, o.n_threads, o.io, 0, 0, false, o.prefetch == pager::Prefetch::kHistory, o.n_sequences});
 
-  fmt::print("Memory plan for {} ({}), --ram-budget {}, --ctx {}, --batch {}, --threads {}\n\n", o.model_path, info.name,
-             format_bytes(p.budget), o.n_ctx, o.n_batch, o.n_threads);
+  fmt::print("Memory plan for {} ({}), --ram-budget {}, --ctx {}, --batch {}, --threads {}, --parallel {}\n\n", o.model_path, info.name,
+             format_bytes(p.budget), o.n_ctx, o.n_batch, o.n_threads, o.n_sequences);
   fmt::print("Model files ({} shard{})\n", file.shards().size(), file.shards().size() == 1 ? "" : "s");
   for (const gguf::Shard& s : file.shards()) fmt::print("  {:<50} {:>12} {:>8} tensors\n", s.path, format_bytes(s.file_size), s.n_tensors);
   fmt::print("\n");
@@ -55,6 +55,9 @@ void add_plan_command(CLI::App& root) {
   auto options = std::make_shared<runtime::EngineOptions>();
   CLI::App* c = root.add_subcommand("plan", "Show how a RAM budget would be spent: the ledger, the expert arena and its slots");
   add_engine_flags(c, *options);
+  c->add_option("--parallel", options->n_sequences, "Plan for N sequences decoding together, each with its own KV cache (serve --parallel N)")
+      ->check(CLI::Range(1, runtime::kMaxParallel))
+      ->capture_default_str();
   c->callback([options] { run(*options); });
 }
 

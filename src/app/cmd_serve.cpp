@@ -49,6 +49,7 @@ void run(ServeArgs& a) {
     a.server.chat_template = read_regular_file(a.chat_template_file, "chat template file", text::ChatTemplate::kMaxSourceBytes);
   }
   a.engine.reserved_bytes = server::server_reserve_bytes(a.server);
+  a.engine.n_sequences = a.server.parallel;  // the memory plan holds every sequence's state
   server::block_shutdown_signals();
   runtime::Engine engine(a.engine);
   server::serve(engine, a.server);
@@ -70,11 +71,21 @@ void add_serve_command(CLI::App& root) {
   c->add_option("--max-tokens", args->server.max_tokens, "The most tokens a request may ask to generate (more: 400)")
       ->check(CLI::Range(1, runtime::kMaxGeneratedTokens))
       ->capture_default_str();
+  c->add_option("--parallel", args->server.parallel,
+                "Generations decoding together, one forward pass for all (each paged expert read once per step for every "
+                "sequence); each has its own KV cache, counted in the memory plan; more requests wait in the queue")
+      ->check(CLI::Range(1, runtime::kMaxParallel))
+      ->capture_default_str();
   c->add_option("--max-connections", args->server.max_connections, "Connections served at once, each on its own thread; more wait")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   c->add_option("--timeout", args->server.read_timeout_seconds,
                 "Seconds a client may stay silent while sending a request or reading a reply, or idle between requests")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  c->add_option("--request-timeout", args->server.request_timeout_seconds,
+                "Seconds a request's line, headers and body may take to arrive in all, counted from the connection's start "
+                "or its previous reply, however steadily they trickle in (more: 408, and the connection is closed)")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
   c->add_option("--chat-template", args->chat_template_file, "Jinja chat template file to use instead of the model's");

@@ -73,7 +73,7 @@ Engine::Engine(const EngineOptions& options)
     load_route_trace(info);
     plan_ = plan_memory_now(file_, info, model_options, {*options_.ram_budget, options_.n_ctx, options_.n_batch, options_.n_threads, options_.io, 0,
                                                          options_.reserved_bytes, options_.all_logits,
-                                                         *options_.prefetch == pager::Prefetch::kHistory});
+                                                         *options_.prefetch == pager::Prefetch::kHistory, options_.n_sequences});
     if (!plan_->feasible) fail("{}", plan_->refusal());
     source_ = std::make_unique<pager::ShardFiles>(file_.shard_paths(), options_.io.force_buffered);
     resident_ = std::make_unique<ResidentLoader>(file_, *source_, info.n_layer);
@@ -93,6 +93,9 @@ Engine::Engine(const EngineOptions& options)
   if (!options_.trace_routing.empty()) {
     recorder_ = std::make_unique<RoutingRecorder>(options_.trace_routing, TraceHeader::of_model(options_.model_path, model_->info()));
   }
+  batched_ = std::make_unique<BatchedPasses>(BatchedPasses::StepHooks{
+      [this](int64_t n_tokens, int32_t pos0) -> models::ExpertSource& { return open_pass(n_tokens, pos0); },
+      [this](int64_t n_tokens) { close_pass(n_tokens); }});
 }
 
 Engine::~Engine() = default;
@@ -120,23 +123,38 @@ std::unique_ptr<models::ForwardState> Engine::new_state() const {
   return model_->new_state(options_.n_ctx, options_.n_batch, options_.n_threads);
 }
 
-void Engine::forward(models::ForwardState& state, std::span<const int32_t> tokens, int32_t pos0, bool all_logits, float* logits,
-                     models::ForwardTiming* timing) {
+models::ExpertSource& Engine::open_pass(int64_t n_tokens, int32_t pos0) {
   models::ExpertSource* experts = pager_ ? static_cast<models::ExpertSource*>(pager_.get()) : resident_experts_.get();
   if (replayer_) {
-    replayer_->start_pass(*experts, static_cast<int64_t>(tokens.size()));
+    replayer_->start_pass(*experts, n_tokens);
     experts = replayer_.get();
   }
   if (recorder_) {
-    recorder_->start_pass(*experts, static_cast<int64_t>(tokens.size()), pos0);
+    recorder_->start_pass(*experts, n_tokens, pos0);
     experts = recorder_.get();
   }
-  const pager::PagerStats before = pager_ ? pager_->stats() : pager::PagerStats{};
-  model_->forward(state, *experts, *pool_, tokens, pos0, all_logits, logits, timing);
-  if (pass_log_) {
-    pass_log_->record(static_cast<int64_t>(tokens.size()), pager_ ? pager_->stats() - before : pager::PagerStats{},
-                      timing ? timing->total_ms : 0);
+  pass_before_ = pager_ ? pager_->stats() : pager::PagerStats{};
+  pass_start_ = std::chrono::steady_clock::now();
+  return *experts;
+}
+
+void Engine::close_pass(int64_t n_tokens) {
+  if (!pass_log_) return;
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - pass_start_).count();
+  pass_log_->record(n_tokens, pager_ ? pager_->stats() - pass_before_ : pager::PagerStats{}, ms);
+}
+
+void Engine::forward(models::ForwardState& state, std::span<const int32_t> tokens, int32_t pos0, bool all_logits, float* logits,
+                     models::ForwardTiming* timing) {
+  const auto n_tokens = static_cast<int64_t>(tokens.size());
+  if (BatchedPasses::joined()) {
+    batched_->run(n_tokens, pos0, [&](models::ExpertSource& experts) {
+      model_->forward(state, experts, *pool_, tokens, pos0, all_logits, logits, timing);
+    });
+    return;
   }
+  model_->forward(state, open_pass(n_tokens, pos0), *pool_, tokens, pos0, all_logits, logits, timing);
+  close_pass(n_tokens);
 }
 
 }  // namespace epq::runtime

@@ -6,6 +6,7 @@
 // all-in-RAM path). With one, the memory plan decides everything up front: resident
 // weights are read into the process with direct I/O, and routed experts are paged into
 // the arena the plan leaves.
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "models/model.h"
 #include "pager/io_engine.h"
 #include "pager/pager.h"
+#include "runtime/batched_passes.h"
 #include "runtime/memory_plan.h"
 #include "runtime/pass_log.h"
 #include "text/tokenizer.h"
@@ -45,6 +47,7 @@ struct EngineOptions {
   bool quiet = false;  // no notes on stderr
   uint64_t reserved_bytes = 0;  // budget kept for the caller (e.g. the HTTP server's threads)
   bool all_logits = false;  // the logits of every prompt position are wanted (perplexity)
+  int n_sequences = 1;  // sequences the caller keeps at once, each with its own state (the memory plan counts them)
 };
 
 class Engine {
@@ -59,8 +62,13 @@ class Engine {
   ThreadPool& pool() { return *pool_; }
   std::unique_ptr<models::ForwardState> new_state() const;
   // Runs the model on a batch and records the pass in the stats file and routing trace.
+  // From a thread that holds a BatchedPasses::Membership of batched_passes(), the pass runs
+  // together with the other members' (batched_passes.h); a step of several passes is one
+  // pass of the stats file and routing trace.
   void forward(models::ForwardState& state, std::span<const int32_t> tokens, int32_t pos0, bool all_logits, float* logits,
                models::ForwardTiming* timing);
+
+  BatchedPasses& batched_passes() { return *batched_; }
 
   // Paged mode only (null otherwise).
   const pager::Pager* pager() const { return pager_.get(); }
@@ -86,10 +94,18 @@ class Engine {
   std::unique_ptr<PassLog> pass_log_;
   std::unique_ptr<RoutingRecorder> recorder_;
   std::unique_ptr<RouteReplayer> replayer_;
+  std::unique_ptr<BatchedPasses> batched_;
+
+  // A pass (or a step of batched passes): the expert source for it, and its record.
+  models::ExpertSource& open_pass(int64_t n_tokens, int32_t pos0);
+  void close_pass(int64_t n_tokens);
+  pager::PagerStats pass_before_;
+  std::chrono::steady_clock::time_point pass_start_;
 };
 
 inline constexpr int kMaxContext = 1 << 24;  // tokens
 inline constexpr int kMaxThreads = 4096;
+inline constexpr int kMaxParallel = 64;  // sequences decoding together (serve --parallel)
 inline constexpr uint64_t kMaxBudget = uint64_t{1} << 50;  // 1 PiB: larger is a typo
 
 // A budget such as "8G" or "512M" (1 byte to kMaxBudget); `what` names it in the error.

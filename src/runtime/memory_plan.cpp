@@ -20,7 +20,7 @@ double MemoryPlan::coverage() const {
 
 std::string MemoryPlan::refusal() const {
   return fmt::format("--ram-budget {} ({} bytes) is below the minimum of {} ({} bytes) for this model and settings ({} for the rest of "
-                     "the process plus {} expert slots per layer); raise the budget, or lower --ctx/--batch/--threads",
+                     "the process plus {} expert slots per layer); raise the budget, or lower --ctx/--batch/--threads (serve: --parallel)",
                      format_bytes(budget), budget, format_bytes(minimum_budget), minimum_budget, format_bytes(fixed_bytes), n_expert_used);
 }
 
@@ -55,19 +55,22 @@ MemoryPlan plan_memory(const gguf::File& file, const models::ModelInfo& info, co
   const size_t n_classes = p.classes.classes.size();
   if (n_classes == 0) fail("{}: the model has no routed experts to page", file.path());
 
+  if (in.n_sequences < 1) fail("internal: a plan for {} sequences", in.n_sequences);
+  const auto n_seq = static_cast<uint64_t>(in.n_sequences);
+  auto sequences = [&](const char* what) { return n_seq == 1 ? std::string(what) : fmt::format("{} ({} sequences)", what, n_seq); };
   const uint64_t max_slots = [&] { uint64_t n = 0; for (const auto& c : p.classes.classes) n += c.total_experts(); return n; }();
   p.lines = {
       {"process (code, libraries, metadata, tokenizer)", (in.process_bytes + (1 << 20) - 1) / (1 << 20) * (1 << 20) + kProcessMargin},
       {"resident weights", resident_bytes(file, info.n_layer)},
-      {"KV cache and compute scratch", models::forward_state_bytes(file, model_options, in.n_ctx, in.n_batch, in.n_threads)},
-      {"logits", Session::logits_bytes(info.n_vocab, in.all_logits ? in.n_batch : 0)},
+      {sequences("KV cache and compute scratch"), n_seq * models::forward_state_bytes(file, model_options, in.n_ctx, in.n_batch, in.n_threads)},
+      {sequences("logits"), n_seq * Session::logits_bytes(info.n_vocab, in.all_logits ? in.n_batch : 0)},
       {"thread stacks", static_cast<uint64_t>(std::max(0, in.n_threads - 1)) * ThreadPool::kWorkerStackBytes},
       {"I/O engine", pager::IoEngine::memory_bytes(in.io)},
       {"pager tables", max_slots * 128 + info.experts.size() * static_cast<uint64_t>(info.n_expert) * 4},
       {"heap headroom", kHeapHeadroom},
   };
   if (in.prefetch_history) p.lines.push_back({"prefetch predictor", pager::NextLayerPredictor::memory_bytes(p.classes)});
-  if (info.recurrent_bytes > 0) p.lines.push_back({"recurrent-state snapshots", Session::snapshot_bytes(info)});
+  if (info.recurrent_bytes > 0) p.lines.push_back({sequences("recurrent-state snapshots"), n_seq * Session::snapshot_bytes(info)});
   if (in.reserved_bytes > 0) p.lines.push_back({"server threads and request buffers", in.reserved_bytes});
   // A memory cgroup also charges the page tables that map all of this: 8 bytes per 4 KiB
   // page, 1/512 of the budget (upper table levels and slack: 1 MiB).

@@ -23,6 +23,7 @@ struct PlanInput {
   uint64_t reserved_bytes = 0;  // kept for the caller (an HTTP server's threads and buffers)
   bool all_logits = false;  // a batch of logits rows is kept (EngineOptions::all_logits)
   bool prefetch_history = false;  // the pager keeps the history predictor's tables (--prefetch history)
+  int n_sequences = 1;  // sequences kept at once (serve --parallel): each has its own KV cache, scratch, logits, snapshots
 };
 
 struct LedgerLine {

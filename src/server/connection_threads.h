@@ -1,9 +1,10 @@
 #pragma once
 // httplib's task queue for `epq serve`: every connection gets a thread of its own, up to
-// a limit, so that slow or idle clients (each holding its connection until httplib's
-// read timeout) cannot starve the rest: /health still answers while dozens of clients
-// trickle their requests in. Past the limit, connections wait in arrival order. When no
-// thread can be started at all, a new connection is served on the accepting thread.
+// a limit, so that slow or idle clients (each holding its connection until the read
+// timeout or the request timeout, server/guarded_server.h) cannot starve the rest:
+// /health still answers while dozens of clients trickle their requests in. Past the
+// limit, connections wait in arrival order. When no thread can be started at all, a new
+// connection is served on the accepting thread.
 #include <httplib.h>
 
 #include <condition_variable>

@@ -1,10 +1,14 @@
 #pragma once
-// Requests queue against one loaded model: a single worker thread owns the engine's
-// session and runs one generation at a time, in arrival order. Each job streams its text
-// through a callback on the worker thread; setting `cancelled` (a client went away)
-// stops it at the next token. The session's KV cache is reused when a prompt starts with
-// the previous one's tokens. A generation that fails (an I/O error, say) ends its job
-// with `error` set and a line on stderr; the session starts the next job afresh.
+// Requests queue against one loaded model. Up to `parallel` generations run at once, each
+// on a worker thread that owns a session (its KV cache or recurrent state) and samples on
+// its own; their forward passes run together, one step for all (continuous batching,
+// runtime/batched_passes.h), so a paged expert is read once per step for every sequence.
+// A job joins at the next step once a worker is free, and leaves when it ends; jobs start
+// in arrival order, each on the free worker whose session holds the longest prefix of its
+// prompt (that KV cache is reused). Each job streams its text through a callback on its
+// worker thread; setting `cancelled` (a client went away) stops it at the next token. A
+// generation that fails (an I/O error, say) ends its job with `error` set and a line on
+// stderr; that worker's session starts the next job afresh.
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -12,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "runtime/engine.h"
 #include "runtime/generate.h"
@@ -42,26 +47,34 @@ struct Job {
 
 class GenerationQueue {
  public:
-  explicit GenerationQueue(runtime::Engine& engine);
+  GenerationQueue(runtime::Engine& engine, int parallel);
   ~GenerationQueue();
 
   // Queues a job; false if the queue is shutting down.
   bool submit(std::shared_ptr<Job> job);
-  size_t depth() const;  // queued + running
-  // Stops taking jobs, finishes the queued ones, and joins the worker.
+  size_t depth() const;    // queued + running
+  size_t running() const;  // generations running now
+  // Stops taking jobs, finishes the queued ones, and joins the workers.
   void drain();
 
  private:
-  void worker();
+  struct Worker {
+    explicit Worker(runtime::Engine& engine) : session(engine) {}
+    runtime::Session session;  // touched only by its thread while busy, read by others only while idle
+    bool busy = false;
+    std::thread thread;
+  };
+  void work(Worker& worker);
+  // The idle worker for the front job: the one whose session holds most of its prompt.
+  const Worker* best_worker() const;
 
   runtime::Engine& engine_;
-  runtime::Session session_;
+  std::vector<std::unique_ptr<Worker>> workers_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
-  bool running_job_ = false;
+  size_t running_ = 0;
   bool stopping_ = false;
-  std::thread thread_;
 };
 
 }  // namespace epq::server

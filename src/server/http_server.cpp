@@ -20,6 +20,7 @@
 #include "server/access_policy.h"
 #include "server/connection_threads.h"
 #include "server/generation_queue.h"
+#include "server/guarded_server.h"
 #include "server/metrics.h"
 #include "server/openai_protocol.h"
 #include "server/reasoning_splitter.h"
@@ -73,7 +74,7 @@ class Server {
       : engine_(engine),
         options_(options),
         chat_template_(engine.file(), engine.tokenizer(), options.chat_template),
-        queue_(engine),
+        queue_(engine, options.parallel),
         body_memory_(kRequestBytesPerBodyByte * options.max_body_bytes),
         prepare_memory_(kRequestFixedBytes),
         access_({options.api_key, options.cors_origins, options.host}) {
@@ -136,11 +137,16 @@ class Server {
       res.set_content(json{{"object", "list"}, {"data", json::array({model})}}.dump(), "application/json");
     });
     http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(metrics_.render(queue_.depth(), engine_.pager() ? engine_.pager()->arena_bytes() : 0), "text/plain; version=0.0.4");
+      res.set_content(metrics_.render(queue_.depth(), queue_.running(), engine_.batched_passes().counts(),
+                                          engine_.pager() ? engine_.pager()->arena_bytes() : 0), "text/plain; version=0.0.4");
     });
     http_.set_read_timeout(options_.read_timeout_seconds, 0);
     http_.set_write_timeout(options_.read_timeout_seconds, 0);
     http_.set_keep_alive_timeout(options_.read_timeout_seconds);
+    // A request's line, headers and body arrive within --request-timeout, its headers within
+    // bounds, or the connection ends (server/guarded_server.h).
+    http_.set_request_timeout(std::chrono::seconds(options_.request_timeout_seconds));
+    http_.set_refusal_body([](int status, const std::string& message) { return ApiError(status, "invalid_request_error", message).body(); });
     http_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& body) {
       complete(req, body, res, true);
     });
@@ -192,7 +198,18 @@ class Server {
     });
     if (over) throw too_large();
     if (starved) throw busy();
-    if (!ok) throw invalid_request("the request body could not be read");
+    if (!ok) {
+      const ReadCut cut = GuardedServer::read_cut();
+      if (cut == ReadCut::deadline) {
+        throw ApiError(408, "invalid_request_error",
+                       fmt::format("the request did not arrive within {} s (--request-timeout)", options_.request_timeout_seconds));
+      }
+      if (cut == ReadCut::silent) {
+        throw ApiError(408, "invalid_request_error",
+                       fmt::format("the client sent nothing for {} s in the middle of its body (--timeout)", options_.read_timeout_seconds));
+      }
+      throw invalid_request("the request body could not be read");
+    }
     return body;
   }
 
@@ -364,7 +381,7 @@ class Server {
   RequestMemory body_memory_, prepare_memory_;  // together request_bytes(--max-body)
   AccessPolicy access_;
   Metrics metrics_;
-  httplib::Server http_;
+  GuardedServer http_;
   std::atomic<uint64_t> next_id_{0};
   int64_t start_time_ = unix_seconds();
 };

@@ -22,8 +22,10 @@ struct ServerOptions {
   std::string model_id;  // name clients use; default: the file name without .gguf
   size_t max_body_bytes = 1 << 20;
   int max_tokens = runtime::kMaxGeneratedTokens;  // the most tokens one request may ask for (more: 400)
+  int parallel = 4;              // generations decoding together (continuous batching); more requests wait in the queue
   int max_connections = 64;      // connections served at once, each on its own thread; more wait
   int read_timeout_seconds = 10;  // a client silent this long while sending, not reading a reply, or idle is dropped
+  int request_timeout_seconds = 30;  // the most the server waits for one request's line, headers and body in all (408)
   std::optional<std::string> chat_template;  // replaces the model's template (its source text)
   std::string api_key;                       // empty: no key needed
   std::vector<std::string> cors_origins;     // origins other pages may call from (see access_policy.h)

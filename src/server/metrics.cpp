@@ -26,7 +26,7 @@ void Metrics::generation(int prompt_tokens, double prompt_seconds, int generated
   if (pager) pager_ = *pager, paged_ = true;
 }
 
-std::string Metrics::render(size_t queue_depth, uint64_t arena_bytes) const {
+std::string Metrics::render(size_t queue_depth, size_t running, const runtime::BatchedPasses::Counts& steps, uint64_t arena_bytes) const {
   std::lock_guard lock(mu_);
   std::string out;
   auto metric = [&](const char* name, const char* type, const char* help, const std::string& samples) {
@@ -47,6 +47,13 @@ std::string Metrics::render(size_t queue_depth, uint64_t arena_bytes) const {
   metric("epq_generation_tokens_per_second", "gauge", "Generation throughput of the last request.",
          one("epq_generation_tokens_per_second", last_generation_tps_));
   metric("epq_queue_depth", "gauge", "Requests queued or running.", one("epq_queue_depth", static_cast<double>(queue_depth)));
+  metric("epq_sequences_running", "gauge", "Generations decoding now (at most --parallel).", one("epq_sequences_running", static_cast<double>(running)));
+  metric("epq_batch_steps_total", "counter", "Forward steps of the running generations (one pass of each, run together).",
+         one("epq_batch_steps_total", static_cast<double>(steps.steps)));
+  metric("epq_batch_passes_total", "counter", "Sequences' passes in those steps (divided by the steps: the mean batch).",
+         one("epq_batch_passes_total", static_cast<double>(steps.passes)));
+  metric("epq_batch_shared_steps_total", "counter", "Steps that carried more than one sequence.",
+         one("epq_batch_shared_steps_total", static_cast<double>(steps.shared_steps)));
   if (paged_ || arena_bytes > 0) {
     metric("epq_pager_arena_bytes", "gauge", "Size of the expert arena.", one("epq_pager_arena_bytes", static_cast<double>(arena_bytes)));
     metric("epq_pager_hits_total", "counter", "Expert requests served from the arena.", one("epq_pager_hits_total", static_cast<double>(pager_.hits)));

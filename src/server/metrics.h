@@ -6,6 +6,7 @@
 #include <string>
 
 #include "pager/pager_stats.h"
+#include "runtime/batched_passes.h"
 
 namespace epq::server {
 
@@ -16,7 +17,8 @@ class Metrics {
   // After a generation: its token counts and times, and the pager's counters then.
   void generation(int prompt_tokens, double prompt_seconds, int generated_tokens, double generation_seconds,
                   const pager::PagerStats* pager);
-  std::string render(size_t queue_depth, uint64_t arena_bytes) const;
+  // The queue now (queued + running, and running), the batched passes' counts, the arena.
+  std::string render(size_t queue_depth, size_t running, const runtime::BatchedPasses::Counts& steps, uint64_t arena_bytes) const;
 
  private:
   mutable std::mutex mu_;

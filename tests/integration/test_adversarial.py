@@ -341,8 +341,9 @@ class ServerInput(unittest.TestCase):
 class ServerBudget(unittest.TestCase):
     def test_requests_never_break_the_budget(self):
         """Under --ram-budget 160M and a kernel limit of the same size, the worst bodies the
-        server accepts (and some it refuses) leave it running."""
-        server = Server(tiny(), "--ram-budget", "160M", wrapper=[harness.EPQ, "limit", "--memory", "160M", "--"])
+        server accepts (and some it refuses) leave it running (one sequence: four would
+        not fit 160M)."""
+        server = Server(tiny(), "--ram-budget", "160M", "--parallel", "1", wrapper=[harness.EPQ, "limit", "--memory", "160M", "--"])
         proc = server.proc
         try:
             limit = 1 << 20

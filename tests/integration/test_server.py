@@ -8,6 +8,7 @@ import http.client
 import json
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -244,7 +245,7 @@ class Limits(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.server = Server(synth("server.gguf", "--preset", "tiny"), "--max-body", "64K", "--max-tokens", "8",
-                            "--max-connections", "2", "--timeout", "3")
+                            "--max-connections", "2", "--timeout", "3", "--request-timeout", "4")
 
     @classmethod
     def tearDownClass(cls):
@@ -300,6 +301,109 @@ class Limits(unittest.TestCase):
         waited = time.time() - start
         self.assertGreater(waited, 2.5)
         self.assertLess(waited, 8, "the server kept a silent client past --timeout")
+
+    def trickle(self, head, rest, every=0.5, limit=15):
+        """Sends head, then rest a byte every `every` s (well within --timeout) until the
+        server closes the connection or `limit` s pass: what the server sent, the seconds
+        it took and the bytes of rest sent."""
+        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=30)
+        start = time.time()
+        s.sendall(head)
+        reply, sent = b"", 0
+        try:
+            while time.time() - start < limit:
+                if select.select([s], [], [], every)[0]:
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    reply += chunk
+                elif sent < len(rest):
+                    s.sendall(rest[sent:sent + 1])
+                    sent += 1
+        except (ConnectionResetError, BrokenPipeError):
+            pass
+        finally:
+            s.close()
+        return reply, time.time() - start, sent
+
+    def check_trickle_cut_off_while_others_are_served(self, head, rest):
+        """A client that trickles its request holds its connection thread only until
+        --request-timeout (4 s), though each byte comes well within --timeout (3 s); the
+        other thread serves another client meanwhile. Returns the trickler's reply."""
+        result = []
+        trickler = threading.Thread(target=lambda: result.append(self.trickle(head, rest)))
+        trickler.start()
+        time.sleep(1.5)
+        start = time.time()
+        self.assertEqual(self.server.request("GET", "/health", timeout=10)[0], 200)
+        status, payload = self.server.post("/v1/completions", {"prompt": "The river", "max_tokens": 2})
+        self.assertEqual(status, 200, payload)
+        self.assertLess(time.time() - start, 2.5, "another client waited for the trickling one")
+        trickler.join()
+        reply, waited, sent = result[0]
+        self.assertGreaterEqual(sent, 6, "the client could not trickle steadily")
+        self.assertGreater(waited, 3.5)
+        self.assertLess(waited, 7, f"the server kept a trickling client past --request-timeout ({sent} bytes sent)")
+        head_line, _, body = reply.partition(b"\r\n\r\n")
+        self.assertTrue(head_line.startswith(b"HTTP/1.1 408 "), reply)
+        self.assertIn(b"Connection: close", head_line)
+        return json.loads(body)["error"]["message"]
+
+    def test_a_client_trickling_its_headers_is_cut_off_at_the_request_timeout(self):
+        message = self.check_trickle_cut_off_while_others_are_served(b"GET /health HTTP/1.1\r\n", b"Host: localhost\r\nX-Slow: " + b"a" * 100)
+        self.assertIn("did not arrive within the request timeout (4 s)", message)
+
+    def test_a_client_trickling_its_body_is_cut_off_at_the_request_timeout(self):
+        head = (b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 200\r\n\r\n")
+        message = self.check_trickle_cut_off_while_others_are_served(head, b'{"prompt": "' + b"a" * 150)
+        self.assertIn("did not arrive within 4 s (--request-timeout)", message)
+
+    def test_trickling_clients_on_every_connection_hold_them_only_until_the_request_timeout(self):
+        """A slowloris: two trickling clients take both connection threads; a third is
+        served once --request-timeout (4 s) cuts them off."""
+        tricklers = [threading.Thread(target=self.trickle, args=(b"GET /health HTTP/1.1\r\n", b"Host: localhost\r\nX-Slow: " + b"a" * 100))
+                     for _ in range(2)]
+        start = time.time()
+        for t in tricklers:
+            t.start()
+        time.sleep(0.5)
+        self.assertEqual(self.server.request("GET", "/health", timeout=10)[0], 200)
+        waited = time.time() - start
+        for t in tricklers:
+            t.join()
+        self.assertGreater(waited, 3.5, "the tricklers did not hold the connection threads")
+        self.assertLess(waited, 7, "the tricklers held every connection thread past --request-timeout")
+
+    def raw_reply(self, data):
+        """Sends data on a connection of its own; the status line and JSON error message of the reply."""
+        with socket.create_connection(("127.0.0.1", self.server.port), timeout=10) as s:
+            s.sendall(data)
+            reply = b""
+            while chunk := s.recv(65536):
+                reply += chunk
+        head, _, body = reply.partition(b"\r\n\r\n")
+        return head.split(b"\r\n")[0].decode(), json.loads(body)
+
+    def test_request_headers_are_bounded_while_they_are_read(self):
+        def request(headers, line=b"GET /health HTTP/1.1"):
+            return line + b"\r\nConnection: close\r\n" + b"".join(headers) + b"\r\n"
+
+        status, body = self.raw_reply(request([b"X-%d: y\r\n" % i for i in range(127)]))  # 128 with Connection
+        self.assertEqual(status, "HTTP/1.1 200 OK", body)
+        status, body = self.raw_reply(request([b"X-%d: y\r\n" % i for i in range(128)]))
+        self.assertEqual(status, "HTTP/1.1 431 Request Header Fields Too Large")
+        self.assertEqual(body["error"]["message"], "the request has more than 128 header lines")
+        status, body = self.raw_reply(request([b"X-Big: " + b"y" * 9000 + b"\r\n"]))
+        self.assertEqual(status, "HTTP/1.1 431 Request Header Fields Too Large")
+        self.assertEqual(body["error"]["message"], "a header line is longer than 8192 bytes")
+        status, body = self.raw_reply(request([b"X-%d: %s\r\n" % (i, b"y" * 1000) for i in range(40)]))
+        self.assertEqual(status, "HTTP/1.1 431 Request Header Fields Too Large")
+        self.assertEqual(body["error"]["message"], "the request line and headers are larger than 32768 bytes")
+        status, body = self.raw_reply(request([], b"GET /health?" + b"a" * 9000 + b" HTTP/1.1"))
+        self.assertEqual(status, "HTTP/1.1 414 URI Too Long")
+        # Headers sent after the limit were never read: the server is still up and answers.
+        self.assertEqual(self.server.get("/health")[0], 200)
 
     def test_an_idle_keep_alive_connection_is_closed_after_the_timeout(self):
         conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=30)

@@ -1,0 +1,94 @@
+#pragma once
+// Continuous batching: the forward passes of several sequences, each on a thread of its
+// own, run together as one step, layer by layer, so that each MoE layer asks the expert
+// source once for the union of their experts (a paged expert is read once for all).
+//
+// A sequence joins (a Membership) before its first pass and leaves after its last. A
+// step starts once every member has asked for its pass; passes asked for while a step
+// runs wait for the next one. Within a step the members take turns: exactly one runs at
+// a time (so they share the engine's thread pool), each until it needs experts. When
+// every unfinished member waits on a layer, the union of their requests goes to the
+// source; each batch the source delivers is handed to the members that asked for its
+// experts, one after another, before the source is asked for more. A member computes
+// exactly what it would alone: the same experts with the same calls (the MoE sum never
+// depends on arrival order), so its tokens and logits keep their bits whoever else runs.
+//
+// An exception from the source ends the layer for every member waiting on it: each one's
+// next() throws an Error with the same message. A member whose own pass throws leaves
+// the step; the others go on.
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "models/expert_source.h"
+
+namespace epq::runtime {
+
+class BatchedPasses {
+ public:
+  // open(n_tokens, pos0) starts a step of n_tokens in all (pos0: its first member's first
+  // position) and gives the source for it; close(n_tokens) ends it. Both run with no pass
+  // computing.
+  struct StepHooks {
+    std::function<models::ExpertSource&(int64_t n_tokens, int32_t pos0)> open;
+    std::function<void(int64_t n_tokens)> close;
+  };
+  explicit BatchedPasses(StepHooks hooks);
+
+  class Membership {
+   public:
+    explicit Membership(BatchedPasses& passes);
+    ~Membership();
+    Membership(const Membership&) = delete;
+    Membership& operator=(const Membership&) = delete;
+
+   private:
+    BatchedPasses& passes_;
+  };
+
+  struct Counts {
+    uint64_t steps = 0;         // steps run
+    uint64_t passes = 0;        // passes run in them
+    uint64_t shared_steps = 0;  // steps of more than one pass
+  };
+  Counts counts() const;
+
+  // Whether the calling thread holds a Membership.
+  static bool joined();
+  // Runs pass(source) as the calling member's part of the next step.
+  void run(int64_t n_tokens, int32_t pos0, const std::function<void(models::ExpertSource&)>& pass);
+
+ private:
+  struct Pass;
+  class MemberSource;
+
+  bool step_can_start() const;
+  void start_step();
+  // With the lock held, by the thread whose pass just blocked or finished: gives the
+  // turn to the next member that can run, serving the source when none can.
+  void advance(std::unique_lock<std::mutex>& lock);
+  void serve_layer(std::unique_lock<std::mutex>& lock);
+  void wait_turn(std::unique_lock<std::mutex>& lock, const Pass& pass);
+
+  StepHooks hooks_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  int members_ = 0;
+  std::vector<Pass*> waiting_;  // passes asked for, for the next step
+  std::vector<Pass*> step_;     // the running step's passes, in turn order
+  const Pass* turn_ = nullptr;  // the pass allowed to run
+  models::ExpertSource* source_ = nullptr;  // the running step's
+  int64_t step_tokens_ = 0;
+  // The layer being served: its union of experts, and the next layer's predicted ones.
+  int layer_ = -1;
+  std::vector<int> union_;
+  std::vector<int> predicted_;
+  int predicted_layer_ = -1;
+  std::vector<models::ReadyExpert> batch_;
+  Counts counts_;
+};
+
+}  // namespace epq::runtime

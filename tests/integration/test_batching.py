@@ -1,0 +1,116 @@
+"""Continuous batching (`epq serve --parallel N`): requests of different lengths, greedy and
+seeded, streaming and not, arriving staggered, decode together in shared steps and get
+exactly the tokens they get alone (`--parallel 1`, one after another), paged and all in
+RAM, on the trained demo model's real routing; a client that disconnects mid-stream
+leaves the others' tokens unchanged; the memory plan counts every sequence's state."""
+import concurrent.futures
+import http.client
+import json
+import os
+import re
+import time
+import unittest
+
+import harness
+from harness import run
+from test_server import Server
+
+DEMO_MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "demo", "epq-demo-kjv-q4.gguf")
+PROMPTS = [
+    "And God said unto Moses,",
+    "In the beginning God created the heaven and the earth. And the earth was without form,",
+    "The LORD is my shepherd;",
+    "And it came to pass in those days, that there went out a decree",
+    "Blessed are the poor in spirit:",
+    "Now the serpent was more subtil than any beast of the field",
+]
+# Each request: prompt, max_tokens, sampling, streamed.
+REQUESTS = [(PROMPTS[i], 24 + 9 * i, {"temperature": 0} if i % 2 == 0 else {"temperature": 0.9, "seed": 11 + i}, i % 3 == 1)
+            for i in range(len(PROMPTS))]
+
+
+def ask(server, prompt, max_tokens, sampling, streamed):
+    body = dict(prompt=prompt, max_tokens=max_tokens, **sampling)
+    if streamed:
+        events = server.stream("/v1/completions", body)
+        return "".join(e["choices"][0]["text"] for e in events if e["choices"])
+    status, reply = server.post("/v1/completions", body)
+    assert status == 200, reply
+    return reply["choices"][0]["text"]
+
+
+def abandon_stream(server, prompt):
+    """Starts a long streaming request and hangs up after its first few events."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    conn.request("POST", "/v1/completions", body=json.dumps(dict(prompt=prompt, max_tokens=400, stream=True, temperature=0)),
+                 headers={"Content-Type": "application/json"})
+    r = conn.getresponse()
+    for _ in range(3):
+        r.readline()
+    conn.close()
+
+
+SERVER_RESERVE = 96 << 20  # what serve reserves beside the plan's lines (64 connections, a 1 MiB body)
+
+
+def budget_at(model, fraction, parallel):
+    out = harness.plan(model, "--ram-budget", "64G", "--ctx", "512", "--parallel", str(parallel))
+    minimum = harness.plan_bytes(out, "minimum budget:")
+    all_fit = harness.plan_bytes(out, "holds every expert:")
+    return int(SERVER_RESERVE + minimum + (all_fit - minimum) * fraction)
+
+
+class Batching(unittest.TestCase):
+    def replies(self, *args, parallel):
+        server = Server(DEMO_MODEL, "--ctx", "512", "--parallel", str(parallel), *args)
+        try:
+            if parallel == 1:
+                return [ask(server, *r) for r in REQUESTS], server.metric("epq_batch_shared_steps_total")
+            with concurrent.futures.ThreadPoolExecutor(len(REQUESTS) + 1) as pool:
+                futures = []
+                for i, r in enumerate(REQUESTS):
+                    futures.append(pool.submit(ask, server, *r))
+                    if i == 1:
+                        pool.submit(abandon_stream, server, PROMPTS[3])
+                    time.sleep(0.15)  # staggered: each joins the steps of those before it
+                texts = [f.result(timeout=300) for f in futures]
+            return texts, server.metric("epq_batch_shared_steps_total")
+        finally:
+            server.stop()
+
+    def check(self, *args):
+        alone, shared_alone = self.replies(*args, parallel=1)
+        together, shared = self.replies(*args, parallel=4)
+        print(f"{' '.join(args) or 'all in RAM'}: {int(shared)} steps shared by several sequences")
+        self.assertEqual(shared_alone, 0)
+        self.assertGreater(shared, 0, "the requests never decoded together")
+        for i, (a, b) in enumerate(zip(alone, together)):
+            self.assertTrue(a, f"request {i} generated nothing")
+            self.assertEqual(a, b, f"request {i} ({REQUESTS[i][2]})")
+
+    def test_batched_sequences_get_their_tokens_alone_all_in_ram(self):
+        self.check()
+
+    def test_batched_sequences_get_their_tokens_alone_paged(self):
+        # An arena of about a third of the experts: every step reads experts, shared by all.
+        self.check("--ram-budget", str(budget_at(DEMO_MODEL, 0.3, 4)))
+
+    def test_plan_counts_every_sequence(self):
+        one = harness.plan(DEMO_MODEL, "--ram-budget", "64G", "--ctx", "512")
+        three = harness.plan(DEMO_MODEL, "--ram-budget", "64G", "--ctx", "512", "--parallel", "3")
+        self.assertIn("--parallel 3", three)
+        kv1 = harness.plan_mib(one, "KV cache and compute scratch")
+        kv3 = harness.plan_mib(three, "KV cache and compute scratch (3 sequences)")
+        self.assertAlmostEqual(kv3, 3 * kv1, delta=0.02 * kv3)
+        self.assertLess(harness.plan_bytes(three, "minimum budget:") - harness.plan_bytes(one, "minimum budget:"),
+                        3 * kv1 * 2**20)
+        self.assertGreater(harness.plan_bytes(three, "minimum budget:") - harness.plan_bytes(one, "minimum budget:"),
+                           1.9 * kv1 * 2**20)
+        bad = run("serve", "-m", DEMO_MODEL, "--parallel", "0", check=False)
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertEqual(len(bad.stderr.strip().splitlines()), 1, bad.stderr)
+        self.assertIn("--parallel", bad.stderr)
+
+
+if __name__ == "__main__":
+    harness.main()

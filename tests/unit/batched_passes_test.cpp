@@ -1,0 +1,147 @@
+// BatchedPasses: members' passes run as one step; each MoE layer reaches the source once,
+// as the union of the members' requests, and every member gets exactly its own experts,
+// under its own indices; a source error fails every member waiting on that layer.
+#include "runtime/batched_passes.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include "util/error.h"
+
+namespace epq::runtime {
+namespace {
+
+// Delivers a layer's experts two at a time; remembers every begin().
+class FakeSource : public models::ExpertSource {
+ public:
+  void begin(int layer, std::span<const int> experts) override {
+    if (layer == fail_at) throw Error("read failed");
+    begins.push_back({layer, std::vector<int>(experts.begin(), experts.end())});
+    pending_ = begins.back().second;
+    next_ = 0;
+  }
+  bool next(std::vector<models::ReadyExpert>& ready) override {
+    ready.clear();
+    for (int i = 0; i < 2 && next_ < pending_.size(); ++i, ++next_) {
+      ready.push_back({static_cast<int>(next_), {}, {}, {}});
+      ready.back().gate.rows = pending_[next_];  // stands for the expert's weights
+    }
+    return !ready.empty();
+  }
+  std::vector<std::pair<int, std::vector<int>>> begins;
+  std::atomic<int> fail_at{-1};
+
+ private:
+  std::vector<int> pending_;
+  size_t next_ = 0;
+};
+
+// Member m asks, at layer l, for experts {l, 10 + m, 20 + m + l}; returns what it got.
+std::vector<std::set<int>> member_pass(models::ExpertSource& source, int m, int n_layers) {
+  std::vector<std::set<int>> got(static_cast<size_t>(n_layers));
+  for (int l = 0; l < n_layers; ++l) {
+    const std::vector<int> want = {l, 10 + m, 20 + m + l};
+    source.begin(l, want);
+    std::vector<models::ReadyExpert> ready;
+    while (source.next(ready)) {
+      for (const auto& r : ready) {
+        EXPECT_EQ(r.gate.rows, want[static_cast<size_t>(r.index)]) << "member " << m << " layer " << l;
+        got[static_cast<size_t>(l)].insert(static_cast<int>(r.gate.rows));
+      }
+    }
+  }
+  return got;
+}
+
+TEST(BatchedPasses, MembersShareEachLayerAndGetTheirOwnExperts) {
+  FakeSource source;
+  int opened = 0, closed = 0;
+  int64_t step_tokens = 0;
+  BatchedPasses passes({[&](int64_t n, int32_t) -> models::ExpertSource& {
+                          ++opened;
+                          step_tokens = n;
+                          return source;
+                        },
+                        [&](int64_t) { ++closed; }});
+  constexpr int kMembers = 3, kLayers = 4;
+  std::atomic<int> joined{0};
+  std::vector<std::vector<std::set<int>>> got(kMembers);
+  std::vector<std::thread> threads;
+  for (int m = 0; m < kMembers; ++m) {
+    threads.emplace_back([&, m] {
+      BatchedPasses::Membership member(passes);
+      ++joined;
+      while (joined < kMembers) std::this_thread::yield();  // all join before the first pass
+      passes.run(m + 1, 0, [&](models::ExpertSource& s) { got[static_cast<size_t>(m)] = member_pass(s, m, kLayers); });
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(opened, 1);
+  EXPECT_EQ(closed, 1);
+  EXPECT_EQ(step_tokens, 1 + 2 + 3);
+  ASSERT_EQ(source.begins.size(), static_cast<size_t>(kLayers));  // one request per layer for all
+  for (int l = 0; l < kLayers; ++l) {
+    const auto& [layer, experts] = source.begins[static_cast<size_t>(l)];
+    EXPECT_EQ(layer, l);
+    std::set<int> want;
+    for (int m = 0; m < kMembers; ++m) want.insert({l, 10 + m, 20 + m + l});
+    EXPECT_EQ(std::set<int>(experts.begin(), experts.end()), want);
+    EXPECT_EQ(experts.size(), want.size()) << "the union has no duplicates";
+    for (int m = 0; m < kMembers; ++m) {
+      EXPECT_EQ(got[static_cast<size_t>(m)][static_cast<size_t>(l)], (std::set<int>{l, 10 + m, 20 + m + l}));
+    }
+  }
+  EXPECT_EQ(passes.counts().shared_steps, 1u);
+  EXPECT_EQ(passes.counts().passes, static_cast<uint64_t>(kMembers));
+}
+
+TEST(BatchedPasses, ASourceErrorFailsEveryMemberOfTheLayer) {
+  FakeSource source;
+  source.fail_at = 2;
+  BatchedPasses passes({[&](int64_t, int32_t) -> models::ExpertSource& { return source; }, [](int64_t) {}});
+  constexpr int kMembers = 2;
+  std::atomic<int> joined{0}, failed{0};
+  std::mutex mu;
+  std::vector<std::string> messages;
+  std::vector<std::thread> threads;
+  for (int m = 0; m < kMembers; ++m) {
+    threads.emplace_back([&, m] {
+      BatchedPasses::Membership member(passes);
+      ++joined;
+      while (joined < kMembers) std::this_thread::yield();
+      try {
+        passes.run(1, 0, [&](models::ExpertSource& s) { member_pass(s, m, 4); });
+      } catch (const Error& e) {
+        ++failed;
+        std::lock_guard lock(mu);
+        messages.push_back(e.what());
+      }
+      // The member goes on: its next pass (another step) works.
+      source.fail_at = -1;
+      passes.run(1, 0, [&](models::ExpertSource& s) { member_pass(s, m, 1); });
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failed, kMembers);
+  for (const std::string& m : messages) EXPECT_EQ(m, "read failed");
+}
+
+TEST(BatchedPasses, AMemberAloneRunsAtOnce) {
+  FakeSource source;
+  BatchedPasses passes({[&](int64_t, int32_t) -> models::ExpertSource& { return source; }, [](int64_t) {}});
+  BatchedPasses::Membership member(passes);
+  EXPECT_TRUE(BatchedPasses::joined());
+  for (int i = 0; i < 3; ++i) passes.run(1, i, [&](models::ExpertSource& s) { member_pass(s, 0, 2); });
+  EXPECT_EQ(passes.counts().steps, 3u);
+  EXPECT_EQ(passes.counts().shared_steps, 0u);
+  EXPECT_EQ(source.begins.size(), 6u);
+}
+
+}  // namespace
+}  // namespace epq::runtime
