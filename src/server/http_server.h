@@ -22,7 +22,7 @@ struct ServerOptions {
   std::string model_id;  // name clients use; default: the file name without .gguf
   size_t max_body_bytes = 1 << 20;
   int max_tokens = runtime::kMaxGeneratedTokens;  // the most tokens one request may ask for (more: 400)
-  int parallel = 4;              // generations decoding together (continuous batching); more requests wait in the queue
+  int parallel = 1;              // generations decoding together (continuous batching); more requests wait in the queue
   int max_connections = 64;      // connections served at once, each on its own thread; more wait
   int read_timeout_seconds = 10;  // a client silent this long while sending, not reading a reply, or idle is dropped
   int request_timeout_seconds = 30;  // the most the server waits for one request's line, headers and body in all (408)
