@@ -147,17 +147,19 @@ void BatchedPasses::serve_layer(std::unique_lock<std::mutex>& lock) {
   }
   try {
     if (layer_ != layer) {
+      // The union in order of first appearance; each pass's experts as union positions.
       union_.clear();
-      for (const Pass* p : asking) {
-        for (int e : p->experts) {
-          if (std::find(union_.begin(), union_.end(), e) == union_.end()) union_.push_back(e);
+      std::vector<std::vector<size_t>> positions(asking.size());
+      for (size_t a = 0; a < asking.size(); ++a) {
+        for (int e : asking[a]->experts) {
+          const auto at = std::find(union_.begin(), union_.end(), e);
+          positions[a].push_back(static_cast<size_t>(at - union_.begin()));
+          if (at == union_.end()) union_.push_back(e);
         }
       }
-      for (Pass* p : asking) {
-        p->own_index.assign(union_.size(), -1);
-        for (size_t i = 0; i < p->experts.size(); ++i) {
-          p->own_index[static_cast<size_t>(std::find(union_.begin(), union_.end(), p->experts[i]) - union_.begin())] = static_cast<int>(i);
-        }
+      for (size_t a = 0; a < asking.size(); ++a) {
+        asking[a]->own_index.assign(union_.size(), -1);
+        for (size_t i = 0; i < positions[a].size(); ++i) asking[a]->own_index[positions[a][i]] = static_cast<int>(i);
       }
       layer_ = layer;
       const std::vector<int> predicted = std::move(predicted_);
@@ -189,9 +191,8 @@ void BatchedPasses::serve_layer(std::unique_lock<std::mutex>& lock) {
     }
     return;
   }
-  // Passes that left the step meanwhile are no longer in step_; their experts are dropped.
-  for (Pass* p : step_) {
-    if (p->layer != layer) continue;
+  // No pass ran while the source worked, so `asking` is still every pass on this layer.
+  for (Pass* p : asking) {
     for (const models::ReadyExpert& r : batch_) {
       const int own = p->own_index[static_cast<size_t>(r.index)];
       if (own >= 0) p->delivery.push_back({own, r.gate, r.up, r.down});
