@@ -9,6 +9,8 @@
 //   this is compute-bound, and shows how well a kernel amortizes decoding a weight block.
 // - Int8Peak: the ceiling for those kernels on one core, a loop of nothing but the
 //   vpmaddubsw + vpmaddwd + vpaddd sequence they use, on data in L1 (GMAC/s).
+// - VnniPeak (CPUs with AVX-512 VNNI): the same for 512-bit vpdpbusd alone, the most an
+//   AVX-512 integer kernel can reach on one core.
 //
 //   build/bench/epq_kernel_bench [--benchmark_filter=Q4_K] [--benchmark_min_time=1]
 #include <benchmark/benchmark.h>
@@ -23,6 +25,7 @@
 #include "core/matmul.h"
 #include "core/thread_pool.h"
 #include "quant/activation.h"
+#include "quant/cpu_features.h"
 #include "quant/dot.h"
 #include "quant/reference.h"
 #include "quant/types.h"
@@ -173,6 +176,31 @@ void BM_Int8Peak(benchmark::State& state) {
   state.counters["GMAC/s"] = benchmark::Counter(static_cast<double>(blocks) * 256 * 8 / 1e9, benchmark::Counter::kIsRate);
 }
 
+// The AVX-512 VNNI ceiling: nothing but vpdpbusd on 512-bit vectors, 8 independent sums.
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void BM_VnniPeak(benchmark::State& state) {
+  alignas(64) static uint8_t weights[256];
+  alignas(64) static int8_t act[8][64];
+  for (int i = 0; i < 256; ++i) weights[i] = static_cast<uint8_t>(i & 15);
+  for (int c = 0; c < 8; ++c) {
+    for (int i = 0; i < 64; ++i) act[c][i] = static_cast<int8_t>(i * 7 + c);
+  }
+  __m512i a[8], sum[8];
+  for (int c = 0; c < 8; ++c) a[c] = _mm512_load_si512(act[c]), sum[c] = _mm512_setzero_si512();
+  int64_t steps = 0;  // 4 weight vectors x 8 columns x 64 products each
+  for (auto _ : state) {
+    for (int rep = 0; rep < 1000; ++rep) {
+      for (int j = 0; j < 4; ++j) {
+        const __m512i w = _mm512_load_si512(weights + 64 * j);
+        for (int c = 0; c < 8; ++c) sum[c] = _mm512_dpbusd_epi32(sum[c], w, a[c]);
+      }
+      __asm__ volatile("" : "+v"(a[0]));  // keeps the compiler from hoisting the loop body
+    }
+    steps += 1000;
+  }
+  benchmark::DoNotOptimize(sum);
+  state.counters["GMAC/s"] = benchmark::Counter(static_cast<double>(steps) * 4 * 8 * 64 / 1e9, benchmark::Counter::kIsRate);
+}
+
 void register_all() {
   const int all = epq::physical_core_count();
   benchmark::RegisterBenchmark("ReadBandwidth", BM_ReadBandwidth)->Arg(1)->Arg(all)->UseManualTime()->Iterations(1);
@@ -186,7 +214,10 @@ void register_all() {
     }
   }
   benchmark::RegisterBenchmark("Int8Peak", BM_Int8Peak)->Unit(benchmark::kMicrosecond)->UseRealTime();
-  for (Type t : {Type::Q4_K, Type::Q6_K, Type::Q8_0, Type::Q5_K, Type::Q3_K}) {
+  if (epq::quant::cpu_features().avx512_vnni) {
+    benchmark::RegisterBenchmark("VnniPeak", BM_VnniPeak)->Unit(benchmark::kMicrosecond)->UseRealTime();
+  }
+  for (Type t : {Type::Q4_K, Type::Q6_K, Type::Q8_0, Type::Q5_K, Type::Q3_K, Type::IQ4_NL, Type::Q4_0, Type::BF16}) {
     benchmark::RegisterBenchmark((std::string("Matmul/") + epq::quant::name(t)).c_str(), BM_Matmul, t)
         ->ArgName("tokens")
         ->Arg(1)

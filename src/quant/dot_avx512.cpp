@@ -1,10 +1,11 @@
-// AVX-512 dot kernels (F, BW, VL, DQ and VNNI) for the formats that carry MoE weights:
-// Q4_K, Q5_K, Q6_K, Q8_0 and the float formats (F32, F16, BF16). The set takes the AVX2
-// kernels for every other type.
+// AVX-512 dot kernels (F, BW, VL, DQ and VNNI) for the K formats that carry MoE weights
+// (Q4_K, Q5_K, Q6_K), the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4)
+// and the float formats (F32, F16, BF16). The set takes the AVX2 kernels for every other type.
 //
 // The K formats work on 64 elements per register: codes (unsigned) times activations
 // with vpmaddubsw, then vpdpwssd multiplies those pair sums by the sub-block scales and
-// accumulates, in one instruction where AVX2 needs two. Q8_0 uses vpdpbusd on 32 bytes.
+// accumulates, in one instruction where AVX2 needs two. The 32-element formats take two
+// blocks per register into vpdpbusd (Dot32x2).
 //
 // Written with SIMDe's names (simde_mm512_*), which are the native intrinsics when this
 // file is compiled for AVX-512 (CMakeLists.txt gives it the flags). The unit tests compile
@@ -179,25 +180,192 @@ struct DotQ6K {
   }
 };
 
-// Q8_0: |w| times a with w's sign, summed in fours by vpdpbusd (the 256-bit form).
-struct DotQ8_0 {
-  template <int C>
-  static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
-    const auto* wb = static_cast<const BlockQ8_0*>(w);
+// ---- 32-element formats, two blocks per vector ----
+// A format gives blocks b and b + 1 of a row (b + 1 absent at the end of an odd count) as
+// 64 unsigned codes in element order, block b in the low 256 bits, and their factors as
+// floats [d_b, m_b, d_b+1, m_b+1]: x = d * (code - kBias) + m (m = 0 without kMin).
+// Unsigned codes go straight into vpdpbusd, which sums four products per 32-bit lane; the
+// bias comes off exactly, as vpdpbusd starts from -kBias * (sum of those four
+// activations). Signed codes (Q8_0, IQ4_NL, MXFP4) are stored +128 for that.
+
+// Nibble pairs (low = element j, high = element j + 16) of the 16 bytes at p and at q.
+inline V512i nibble_codes(const uint8_t* p, const uint8_t* q) {
+  const __m256i lanes_p = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m256i lanes_q = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+  const V512i x = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(lanes_p), lanes_q, 1);  // [p p q q]
+  const V512i shift = simde_mm512_set_epi64(0x0000000400000004, 0x0000000400000004, 0, 0, 0x0000000400000004, 0x0000000400000004, 0, 0);
+  return simde_mm512_and_si512(simde_mm512_srlv_epi32(x, shift), simde_mm512_set1_epi8(0x0F));  // bits shifted in from the next byte are masked off
+}
+// Codes 0-15 through a 16-entry table (the same in every 128-bit lane).
+inline V512i lookup_codes(const uint8_t* table, V512i idx) {
+  return simde_mm512_shuffle_epi8(simde_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table))), idx);
+}
+// A code book stored +128, as unsigned bytes.
+struct Biased16 {
+  uint8_t v[16];
+};
+constexpr Biased16 biased(const int8_t (&values)[16]) {
+  Biased16 t{};
+  for (int i = 0; i < 16; ++i) t.v[i] = static_cast<uint8_t>(values[i] + 128);
+  return t;
+}
+constexpr Biased16 kIQ4NLBiased = biased(kIQ4NLValues), kMXFP4Biased = biased(kMXFP4Values);
+// Q5_0/Q5_1: bit j of qh is element j's fifth bit.
+inline V512i add_fifth_bits(V512i codes, const uint8_t* qh_p, const uint8_t* qh_q) {
+  uint32_t p = 0, q = 0;
+  std::memcpy(&p, qh_p, 4);
+  if (qh_q) std::memcpy(&q, qh_q, 4);
+  const simde__mmask64 bits = p | uint64_t{q} << 32;
+  return simde_mm512_mask_add_epi8(codes, bits, codes, simde_mm512_set1_epi8(0x10));
+}
+// Two blocks' F16 fields at byte 0 (d, or d and m when `with_min`) as [d_b, m_b, d_b+1, m_b+1].
+template <typename Block>
+inline __m128 f16_factors(const Block* x, bool pair, bool with_min) {
+  uint32_t p = 0, q = 0;
+  std::memcpy(&p, x, with_min ? 4 : 2);
+  if (pair) std::memcpy(&q, x + 1, with_min ? 4 : 2);
+  return _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(p | uint64_t{q} << 32)));
+}
+
+struct Fmt2Q4_0 {
+  using Block = BlockQ4_0;
+  static constexpr int kBias = 8;
+  static constexpr bool kMin = false;
+  static V512i codes(const Block* x, bool pair) { return nibble_codes(x[0].qs, x[pair].qs); }
+  static __m128 factors(const Block* x, bool pair) { return f16_factors(x, pair, false); }
+};
+struct Fmt2Q4_1 {
+  using Block = BlockQ4_1;
+  static constexpr int kBias = 0;
+  static constexpr bool kMin = true;
+  static V512i codes(const Block* x, bool pair) { return nibble_codes(x[0].qs, x[pair].qs); }
+  static __m128 factors(const Block* x, bool pair) { return f16_factors(x, pair, true); }
+};
+struct Fmt2Q5_0 {
+  using Block = BlockQ5_0;
+  static constexpr int kBias = 16;
+  static constexpr bool kMin = false;
+  static V512i codes(const Block* x, bool pair) {
+    return add_fifth_bits(nibble_codes(x[0].qs, x[pair].qs), x[0].qh, pair ? x[1].qh : nullptr);
+  }
+  static __m128 factors(const Block* x, bool pair) { return f16_factors(x, pair, false); }
+};
+struct Fmt2Q5_1 {
+  using Block = BlockQ5_1;
+  static constexpr int kBias = 0;
+  static constexpr bool kMin = true;
+  static V512i codes(const Block* x, bool pair) {
+    return add_fifth_bits(nibble_codes(x[0].qs, x[pair].qs), x[0].qh, pair ? x[1].qh : nullptr);
+  }
+  static __m128 factors(const Block* x, bool pair) { return f16_factors(x, pair, true); }
+};
+struct Fmt2Q8_0 {
+  using Block = BlockQ8_0;
+  static constexpr int kBias = 128;
+  static constexpr bool kMin = false;
+  static V512i codes(const Block* x, bool pair) {
+    const V512i both = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(load256(x[0].qs)), load256(x[pair].qs), 1);
+    return simde_mm512_xor_si512(both, simde_mm512_set1_epi8(static_cast<char>(0x80)));
+  }
+  static __m128 factors(const Block* x, bool pair) { return f16_factors(x, pair, false); }
+};
+struct Fmt2IQ4_NL {
+  using Block = BlockIQ4_NL;
+  static constexpr int kBias = 128;
+  static constexpr bool kMin = false;
+  static V512i codes(const Block* x, bool pair) { return lookup_codes(kIQ4NLBiased.v, nibble_codes(x[0].qs, x[pair].qs)); }
+  static __m128 factors(const Block* x, bool pair) { return f16_factors(x, pair, false); }
+};
+struct Fmt2MXFP4 {
+  using Block = BlockMXFP4;
+  static constexpr int kBias = 128;
+  static constexpr bool kMin = false;
+  static V512i codes(const Block* x, bool pair) { return lookup_codes(kMXFP4Biased.v, nibble_codes(x[0].qs, x[pair].qs)); }
+  static __m128 factors(const Block* x, bool pair) {
+    return _mm_setr_ps(e8m0_to_f32_half(x[0].e), 0, pair ? e8m0_to_f32_half(x[1].e) : 0.0f, 0);
+  }
+};
+
+// Rows in groups of four against up to four columns, a block pair at a time (eight
+// columns go as two calls of four, each decoding the weights again: cheaper than the
+// spills of a wider tile). Per row and column, 32-bit lanes 0-7 sum block b and 8-15
+// block b + 1:
+//   acc += float(sumi) * (d_b * a_b.d in lanes 0-7, d_b+1 * a_b+1.d in lanes 8-15)
+// and with kMin, offset += m_b * a_b.s + m_b+1 * a_b+1.s; the result is hsum(acc) +
+// offset. Each row and column does the same operations whatever its partners.
+template <typename F>
+struct Dot32x2 {
+  using Block = typename F::Block;
+
+  template <int R, int C>
+  static void rows(int64_t n, const uint8_t* w, size_t row_bytes, const void* act, size_t stride, float* out, size_t out_stride) {
+    const Block* x[R];
+    for (int r = 0; r < R; ++r) x[r] = reinterpret_cast<const Block*>(w + static_cast<size_t>(r) * row_bytes);
     const BlockQ8x32* a[C];
-    __m256 acc[C];
-    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8x32>(act, stride, c), acc[c] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / 32; ++b) {
-      prefetch_ahead(wb + b);
-      const __m256i q = load256(wb[b].qs);
-      const __m256i q_abs = _mm256_sign_epi8(q, q);
-      const float d = f16_to_f32(wb[b].d);
+    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8x32>(act, stride, c);
+    V512 acc[R][C];
+    __m128 offset[R][C];
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) acc[r][c] = simde_mm512_setzero_ps(), offset[r][c] = _mm_setzero_ps();
+    }
+    const V512i lane_of_block = simde_mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);
+    const V512i bias = simde_mm512_set1_epi8(static_cast<char>(F::kBias));
+    const int64_t n_blocks = n / 32;
+    for (int64_t b = 0; b < n_blocks; b += 2) {
+      const bool pair = b + 1 < n_blocks;
+      V512i q[R];
+      __m128 factors[R];  // [d_b, m_b, d_b+1, m_b+1]
+      V512 d[R];          // d_b in lanes 0-7, d_b+1 in lanes 8-15
+      for (int r = 0; r < R; ++r) {
+        const size_t at = static_cast<size_t>(b) * sizeof(Block);
+        for (size_t line = 0; line < 2 * sizeof(Block); line += 64) {
+          prefetch_ahead_in_group(reinterpret_cast<const uint8_t*>(x[r]), at + line, row_bytes, R);
+        }
+        q[r] = F::codes(x[r] + b, pair);
+        factors[r] = F::factors(x[r] + b, pair);
+        d[r] = simde_mm512_permutexvar_ps(lane_of_block, simde_mm512_castps128_ps512(factors[r]));
+      }
       for (int c = 0; c < C; ++c) {
-        const __m256i p = simde_mm256_dpbusd_epi32(_mm256_setzero_si256(), q_abs, _mm256_sign_epi8(load256(a[c][b].qs), q));
-        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * a[c][b].d), acc[c]);
+        const BlockQ8x32* ab = a[c] + b;
+        const V512i av = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(load256(ab[0].qs)),
+                                                 pair ? load256(ab[1].qs) : _mm256_setzero_si256(), 1);
+        // [a_b.d, a_b.s, a_b+1.d, a_b+1.s]
+        const __m128d head = _mm_load_sd(reinterpret_cast<const double*>(&ab[0].d));
+        const __m128 ds = _mm_castpd_ps(pair ? _mm_loadh_pd(head, reinterpret_cast<const double*>(&ab[1].d)) : head);
+        const V512 da = simde_mm512_permutexvar_ps(lane_of_block, simde_mm512_castps128_ps512(ds));
+        V512i start = simde_mm512_setzero_si512();
+        if constexpr (F::kBias != 0) start = simde_mm512_sub_epi32(start, simde_mm512_dpbusd_epi32(simde_mm512_setzero_si512(), bias, av));
+        for (int r = 0; r < R; ++r) {
+          const V512i sumi = simde_mm512_dpbusd_epi32(start, q[r], av);
+          acc[r][c] = simde_mm512_fmadd_ps(to_float(sumi), simde_mm512_mul_ps(d[r], da), acc[r][c]);
+          if constexpr (F::kMin) offset[r][c] = _mm_add_ps(offset[r][c], _mm_mul_ps(factors[r], ds));  // m * a.s in lanes 1, 3
+        }
       }
     }
-    for (int c = 0; c < C; ++c) out[c] = hsum(acc[c]);
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) {
+        float sum = hsum512(acc[r][c]);
+        if constexpr (F::kMin) {
+          alignas(16) float o[4];
+          _mm_store_ps(o, offset[r][c]);
+          sum += o[1] + o[3];
+        }
+        out[static_cast<size_t>(c) * out_stride + static_cast<size_t>(r)] = sum;
+      }
+    }
+  }
+
+  template <int C>
+  static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
+                     size_t out_stride) {
+    if constexpr (C > 4) {
+      matmul<4>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+      matmul<C - 4>(n, w, row_bytes, n_rows, static_cast<const uint8_t*>(act) + 4 * stride, stride, out + 4 * out_stride, out_stride);
+    } else {
+      row_groups<4>(n_rows, [&]<int G>(int64_t r) {
+        rows<G, C>(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, act, stride, out + r, out_stride);
+      });
+    }
   }
 };
 
@@ -234,7 +402,13 @@ KernelSet make_avx512(const char* name) {
   set(Type::Q4_K, entry<DotQ45K<false>>);
   set(Type::Q5_K, entry<DotQ45K<true>>);
   set(Type::Q6_K, entry<DotQ6K>);
-  set(Type::Q8_0, entry<DotQ8_0>);
+  set(Type::Q4_0, entry<Dot32x2<Fmt2Q4_0>>);
+  set(Type::Q4_1, entry<Dot32x2<Fmt2Q4_1>>);
+  set(Type::Q5_0, entry<Dot32x2<Fmt2Q5_0>>);
+  set(Type::Q5_1, entry<Dot32x2<Fmt2Q5_1>>);
+  set(Type::Q8_0, entry<Dot32x2<Fmt2Q8_0>>);
+  set(Type::IQ4_NL, entry<Dot32x2<Fmt2IQ4_NL>>);
+  set(Type::MXFP4, entry<Dot32x2<Fmt2MXFP4>>);
   set(Type::F32, entry<DotFloat<LoadF32, Floats16>>);
   set(Type::F16, entry<DotFloat<LoadF16, Floats16>>);
   set(Type::BF16, entry<DotFloat<LoadBF16, Floats16>>);
