@@ -324,20 +324,6 @@ struct DotQ6K {
   }
 };
 
-// Q3_K scales: the 12 packed bytes to 16 signed bytes (see unpack_q3_k_scales), on
-// 32-bit lanes [u0 u1 u2] of the packed bytes; lane k holds scales 4k..4k+3:
-//   low nibbles: u0 & 0x0f.., u1 & 0x0f.., (u0 >> 4) & 0x0f.., (u1 >> 4) & 0x0f..
-//   high bits:   ((u2 >> 2k) & 0x03..) << 4;  minus 32.
-inline __m128i q3_k_scales(const uint8_t* packed) {
-  uint32_t u2;
-  std::memcpy(&u2, packed + 8, 4);  // the block ends 2 bytes after the scales: no 16-byte load
-  const __m128i u0u1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(packed));
-  const __m128i low = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(u0u1, _MM_SHUFFLE(1, 0, 1, 0)), _mm_setr_epi32(0, 0, 4, 4)),
-                                    _mm_set1_epi8(0x0F));
-  const __m128i high = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(u2)), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
-  return _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi32(high, 4)), _mm_set1_epi8(32));
-}
-
 // Q2_K and Q3_K share the 2-bit plane layout: element h*128 + 32j + l holds bits 2j of
 // qs[32h + l]; sub-blocks of 16 elements.
 template <bool kThree>
@@ -353,15 +339,8 @@ struct DotQ23K {
     for (int64_t b = 0; b < n / 256; ++b) {
       prefetch_ahead(wb + b);
       const Block& x = wb[b];
-      __m128i scales8, offsets8;
-      if constexpr (kThree) {
-        scales8 = q3_k_scales(x.scales);
-        offsets8 = scales8;  // Q3_K codes are stored +4: offset by 4 * sum(scale * bsum)
-      } else {
-        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales));
-        scales8 = _mm_and_si128(packed, _mm_set1_epi8(0x0F));
-        offsets8 = _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0F));  // Q2_K: dmin * mins
-      }
+      const Q23KScales sc = q23_k_scales(x);
+      const __m128i scales8 = sc.scales, offsets8 = sc.offsets;
       const float d = f16_to_f32(x.d);
       const __m256i offsets16 = _mm256_cvtepi8_epi16(offsets8);
       const __m256i scales16 = _mm256_cvtepi8_epi16(scales8);
@@ -410,8 +389,7 @@ struct DotIQ4XS {
       __m256i sum[C];
       for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
       for (int s = 0; s < 8; ++s) {
-        // The scale in scalar code: the integer units are idle, the vector units are not.
-        const int ls = (((x.scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((x.scales_h >> (2 * s)) & 3) << 4)) - 32;
+        const int ls = iq4_xs_scale(x, s);
         const __m256i q = lookup16(kIQ4NLValues, nibbles32(x.qs + 16 * s));
         const __m256i q_abs = _mm256_sign_epi8(q, q);
         const __m256i scale = _mm256_set1_epi16(static_cast<int16_t>(ls));  // applied while widening the pair sums

@@ -1,6 +1,7 @@
-// AVX-512 dot kernels (F, BW, VL, DQ and VNNI) for the K formats that carry MoE weights
-// (Q4_K, Q5_K, Q6_K), the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4)
-// and the float formats (F32, F16, BF16). The set takes the AVX2 kernels for every other type.
+// AVX-512 dot kernels (F, BW, VL, DQ and VNNI) for the K formats (Q2_K to Q6_K, and
+// IQ4_XS), the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4) and the
+// float formats (F32, F16, BF16). The set takes the AVX2 kernels for Q8_K, and for Q4_K
+// and Q5_K prompts (one_column_else_avx2).
 //
 // The K formats work on 64 elements per register: codes (unsigned) times activations
 // with vpmaddubsw, then vpdpwssd multiplies those pair sums by the sub-block scales and
@@ -369,6 +370,117 @@ struct Dot32x2 {
   }
 };
 
+// 32-bit lanes: `low` in lanes 0-7 and `high` in lanes 8-15.
+inline V512i halves32(int low, int high) {
+  return simde_mm512_inserti64x4(simde_mm512_castsi256_si512(_mm256_set1_epi32(low)), _mm256_set1_epi32(high), 1);
+}
+
+// Q2_K and Q3_K: element h*128 + 32j + l is bits 2j..2j+1 of qs[32h + l] (Q3_K: its third
+// bit is bit 4h + j of hmask[l]); sub-blocks of 16 elements, as the Q6_K kernel's.
+template <bool kThree>
+struct DotQ23K {
+  using Block = std::conditional_t<kThree, BlockQ3_K, BlockQ2_K>;
+
+  // Per column: acc += a.d * d * (sum over chunks of scale . codes . a), minus the
+  // offsets (Q3_K: 4 * scale . bsums in the integer sum; Q2_K: dmin * min . bsums in
+  // acc_min); the result is hsum(acc) + hsum(acc_min).
+  template <int C>
+  static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
+    const auto* wb = static_cast<const Block*>(w);
+    const BlockQ8_K* a[C];
+    V512 acc[C];
+    __m256 acc_min[C];
+    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = simde_mm512_setzero_ps(), acc_min[c] = _mm256_setzero_ps();
+    V512i index[4];
+    for (int k = 0; k < 4; ++k) index[k] = scale_index(4 * k, 8);
+    const V512i m2 = simde_mm512_set1_epi8(3), one = simde_mm512_set1_epi8(1);
+    for (int64_t b = 0; b < n / 256; ++b) {
+      prefetch_ahead(wb + b);
+      const Block& x = wb[b];
+      const Q23KScales sc = q23_k_scales(x);
+      const V512i scales = simde_mm512_castsi256_si512(_mm256_cvtepi8_epi16(sc.scales));  // lanes 0-15; vpermw reads no others
+      const __m256i offsets16 = _mm256_cvtepi8_epi16(sc.offsets);
+      V512i high_bits = simde_mm512_setzero_si512();
+      if constexpr (kThree) high_bits = broadcast256(x.hmask);
+      V512i sum[C];
+      for (int c = 0; c < C; ++c) sum[c] = simde_mm512_setzero_si512();
+      for (int h = 0; h < 2; ++h) {
+        const V512i bits = broadcast256(x.qs + 32 * h);
+        for (int p = 0; p < 2; ++p) {
+          // Elements h*128 + 64p + [0, 64): j = 2p for the first 32, 2p + 1 for the next.
+          V512i q = simde_mm512_and_si512(simde_mm512_srlv_epi32(bits, halves32(4 * p, 4 * p + 2)), m2);
+          if constexpr (kThree) {
+            const V512i third = simde_mm512_and_si512(simde_mm512_srlv_epi32(high_bits, halves32(4 * h + 2 * p, 4 * h + 2 * p + 1)), one);
+            q = simde_mm512_or_si512(q, simde_mm512_slli_epi16(third, 2));
+          }
+          const V512i s = simde_mm512_permutexvar_epi16(index[2 * h + p], scales);
+          for (int c = 0; c < C; ++c) {
+            sum[c] = simde_mm512_dpwssd_epi32(sum[c], simde_mm512_maddubs_epi16(q, load512(a[c][b].qs + 128 * h + 64 * p)), s);
+          }
+        }
+      }
+      const float d = f16_to_f32(x.d);
+      for (int c = 0; c < C; ++c) {
+        const __m256i off = _mm256_madd_epi16(offsets16, load256(a[c][b].bsums));
+        if constexpr (kThree) {
+          sum[c] = simde_mm512_sub_epi32(sum[c], widen(_mm256_slli_epi32(off, 2)));
+        } else {
+          acc_min[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(off), _mm256_set1_ps(-f16_to_f32(x.dmin) * a[c][b].d), acc_min[c]);
+        }
+        acc[c] = simde_mm512_fmadd_ps(to_float(sum[c]), simde_mm512_set1_ps(d * a[c][b].d), acc[c]);
+      }
+    }
+    for (int c = 0; c < C; ++c) out[c] = hsum512(acc[c]) + hsum(acc_min[c]);
+  }
+};
+
+// IQ4_XS: sub-block s (32 elements) is the nibble pairs of qs[16s..16s+15] through the
+// IQ4_NL code book, times its 6-bit scale. The code book's magnitudes (<= 127) go into
+// vpmaddubsw against the activations negated where the code is negative (indices 0-7),
+// then vpdpwssd applies the scales.
+constexpr Biased16 kIQ4NLMagnitudes = [] {
+  Biased16 t{};
+  for (int i = 0; i < 16; ++i) t.v[i] = static_cast<uint8_t>(kIQ4NLValues[i] < 0 ? -kIQ4NLValues[i] : kIQ4NLValues[i]);
+  return t;
+}();
+
+struct DotIQ4XS {
+  template <int C>
+  static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
+    const auto* wb = static_cast<const BlockIQ4_XS*>(w);
+    const BlockQ8_K* a[C];
+    V512 acc[C];
+    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = simde_mm512_setzero_ps();
+    V512i index[4];
+    for (int k = 0; k < 4; ++k) index[k] = scale_index(2 * k, 16);
+    const V512i eight = simde_mm512_set1_epi8(8), zero = simde_mm512_setzero_si512();
+    for (int64_t b = 0; b < n / 256; ++b) {
+      prefetch_ahead(wb + b);
+      const BlockIQ4_XS& x = wb[b];
+      const V512i scales = simde_mm512_castsi128_si512(_mm_setr_epi16(
+          static_cast<int16_t>(iq4_xs_scale(x, 0)), static_cast<int16_t>(iq4_xs_scale(x, 1)), static_cast<int16_t>(iq4_xs_scale(x, 2)),
+          static_cast<int16_t>(iq4_xs_scale(x, 3)), static_cast<int16_t>(iq4_xs_scale(x, 4)), static_cast<int16_t>(iq4_xs_scale(x, 5)),
+          static_cast<int16_t>(iq4_xs_scale(x, 6)), static_cast<int16_t>(iq4_xs_scale(x, 7))));  // lanes 0-7; vpermw reads no others
+      V512i sum[C];
+      for (int c = 0; c < C; ++c) sum[c] = simde_mm512_setzero_si512();
+      for (int k = 0; k < 4; ++k) {  // sub-blocks 2k and 2k + 1
+        const V512i idx = nibble_codes(x.qs + 32 * k, x.qs + 32 * k + 16);
+        const V512i magnitude = lookup_codes(kIQ4NLMagnitudes.v, idx);
+        const simde__mmask64 negative = simde_mm512_cmplt_epu8_mask(idx, eight);
+        const V512i s = simde_mm512_permutexvar_epi16(index[k], scales);
+        for (int c = 0; c < C; ++c) {
+          const V512i av = load512(a[c][b].qs + 64 * k);
+          const V512i signed_a = simde_mm512_mask_sub_epi8(av, negative, zero, av);
+          sum[c] = simde_mm512_dpwssd_epi32(sum[c], simde_mm512_maddubs_epi16(magnitude, signed_a), s);
+        }
+      }
+      const float d = f16_to_f32(x.d);
+      for (int c = 0; c < C; ++c) acc[c] = simde_mm512_fmadd_ps(to_float(sum[c]), simde_mm512_set1_ps(d * a[c][b].d), acc[c]);
+    }
+    for (int c = 0; c < C; ++c) out[c] = hsum512(acc[c]);
+  }
+};
+
 // F32, F16 and BF16 weights (DotFloat, kernel_common.h): 16 floats in one vector, lanes
 // 0-7 and 8-15 summed as the AVX2 kernels' two halves are, so the bits are the same.
 struct Floats16 {
@@ -395,13 +507,29 @@ struct Floats16 {
   static float sum(T acc) { return hsum512(acc); }
 };
 
+// Q4_K and Q5_K: this file's kernel for one column (decode), where it streams the
+// weights faster, and the AVX2 set's row pairs for prompts, which share each activation
+// load between two rows and run on three vector ports where 512-bit code runs on two
+// (docs/PERFORMANCE.md has both). A column's result then depends on whether it is alone,
+// which the kernel contract allows (dot.h).
+template <Type kType, typename OneColumn>
+void one_column_else_avx2(int64_t n, const void* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, int n_cols,
+                          float* out, size_t out_stride) {
+  if (n_cols == 1) return entry<OneColumn>(n, w, row_bytes, n_rows, act, stride, n_cols, out, out_stride);
+  static const DotKernel prompt = dot_kernel(*avx2_kernels(), kType);
+  prompt(n, w, row_bytes, n_rows, act, stride, n_cols, out, out_stride);
+}
+
 KernelSet make_avx512(const char* name) {
   KernelSet s = *avx2_kernels();
   s.name = name;
   auto set = [&](Type t, DotKernel k) { s.dot[static_cast<uint32_t>(t)] = k; };
-  set(Type::Q4_K, entry<DotQ45K<false>>);
-  set(Type::Q5_K, entry<DotQ45K<true>>);
+  set(Type::Q4_K, one_column_else_avx2<Type::Q4_K, DotQ45K<false>>);
+  set(Type::Q5_K, one_column_else_avx2<Type::Q5_K, DotQ45K<true>>);
   set(Type::Q6_K, entry<DotQ6K>);
+  set(Type::Q2_K, entry<DotQ23K<false>>);
+  set(Type::Q3_K, entry<DotQ23K<true>>);
+  set(Type::IQ4_XS, entry<DotIQ4XS>);
   set(Type::Q4_0, entry<Dot32x2<Fmt2Q4_0>>);
   set(Type::Q4_1, entry<Dot32x2<Fmt2Q4_1>>);
   set(Type::Q5_0, entry<Dot32x2<Fmt2Q5_0>>);

@@ -1,6 +1,6 @@
 #pragma once
 // Pieces shared by the SIMD kernel files (dot_avx2.cpp, dot_avx512.cpp): loads, prefetch,
-// Q4_K/Q5_K scale unpacking, the float-weight kernel and the DotKernel entry that dispatches on the column count.
+// Q4_K/Q5_K, Q2_K/Q3_K and IQ4_XS scale unpacking, the float-weight kernel and the DotKernel entry that dispatches on the column count.
 // Include only from kernel files. Everything here has internal linkage: each kernel file
 // is compiled for its own instruction set, and a shared out-of-line copy could carry
 // AVX-512 instructions into code that runs on an AVX2-only CPU.
@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "quant/blocks.h"
 #include "quant/float_bits.h"
@@ -55,6 +56,40 @@ inline __m256i k4_scales_and_mins_x2(const uint8_t* p, const uint8_t* q) {
   const __m256i high_bits = _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0u0u1u1, 6), _mm256_set1_epi32(0x03030303)), 4);
   const __m256i low4 = _mm256_and_si256(_mm256_srlv_epi32(u2, _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4)), _mm256_set1_epi32(0x0f0f0f0f));
   return _mm256_blend_epi32(low6, _mm256_or_si256(low4, high_bits), 0b10101010);
+}
+
+// Q3_K scales: the 12 packed bytes to 16 signed bytes (see unpack_q3_k_scales), on
+// 32-bit lanes [u0 u1 u2] of the packed bytes; lane k holds scales 4k..4k+3:
+//   low nibbles: u0 & 0x0f.., u1 & 0x0f.., (u0 >> 4) & 0x0f.., (u1 >> 4) & 0x0f..
+//   high bits:   ((u2 >> 2k) & 0x03..) << 4;  minus 32.
+inline __m128i q3_k_scales(const uint8_t* packed) {
+  uint32_t u2;
+  std::memcpy(&u2, packed + 8, 4);  // the block ends 2 bytes after the scales: no 16-byte load
+  const __m128i u0u1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(packed));
+  const __m128i low = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(u0u1, _MM_SHUFFLE(1, 0, 1, 0)), _mm_setr_epi32(0, 0, 4, 4)),
+                                    _mm_set1_epi8(0x0F));
+  const __m128i high = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(u2)), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+  return _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi32(high, 4)), _mm_set1_epi8(32));
+}
+
+// Q2_K and Q3_K sub-block scales (16 signed bytes) and the factors of their offsets:
+// Q3_K codes are stored +4, so its offset is 4 * sum(scale * bsum); Q2_K's is dmin * sum(min * bsum).
+struct Q23KScales {
+  __m128i scales, offsets;
+};
+inline Q23KScales q23_k_scales(const BlockQ3_K& x) {
+  const __m128i s = q3_k_scales(x.scales);
+  return {s, s};
+}
+inline Q23KScales q23_k_scales(const BlockQ2_K& x) {
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales));
+  return {_mm_and_si128(packed, _mm_set1_epi8(0x0F)), _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0F))};
+}
+
+// IQ4_XS sub-block s's scale, -32..31. Scalar code: the integer units are idle, the
+// vector units are not.
+inline int iq4_xs_scale(const BlockIQ4_XS& x, int s) {
+  return (((x.scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((x.scales_h >> (2 * s)) & 3) << 4)) - 32;
 }
 
 // Rows [0, n_rows) in groups of R, then the rest one by one: fn.template operator()<G>(r)
