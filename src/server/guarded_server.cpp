@@ -282,8 +282,8 @@ GuardedServer& GuardedServer::set_request_timeout(std::chrono::milliseconds time
   return *this;
 }
 
-GuardedServer& GuardedServer::set_refusal_body(std::function<std::string(int, const std::string&)> body) {
-  refusal_body_ = std::move(body);
+GuardedServer& GuardedServer::set_refusal_handler(std::function<std::string(int, const std::string&)> handler) {
+  refusal_handler_ = std::move(handler);
   return *this;
 }
 
@@ -309,7 +309,7 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
     if (strm.cut() != ReadCut::none) {
       if (strm.in_headers() && strm.request_began()) {
         const Refusal r = refusal(strm.cut(), strm.in_request_line(), request_timeout_, read_timeout);
-        const std::string body = refusal_body_ ? refusal_body_(r.status, r.message) : std::string();
+        const std::string body = refusal_handler_ ? refusal_handler_(r.status, r.message) : std::string();
         strm.send_all(fmt::format("HTTP/1.1 {} {}\r\nConnection: close\r\n{}Content-Length: {}\r\n\r\n{}", r.status, r.reason,
                                   body.empty() ? "" : "Content-Type: application/json\r\n", body.size(), body));
       }

@@ -15,7 +15,7 @@
 //      headers in all.
 //   3. A read that fails (the request timeout, httplib's read timeout, a bound) ends the
 //      connection once the request is answered. Cut off in its line or headers, the
-//      request gets 408, 414 or 431 (with set_refusal_body's body) instead of httplib's
+//      request gets 408, 414 or 431 (with set_refusal_handler's body) instead of httplib's
 //      400; cut off in its body, the handler reading it answers (read_cut() says why).
 //   4. A reply with `Connection: close` ends the connection, a handler's too (one that
 //      left the body unread): httplib ended it only when the client asked or at its
@@ -56,9 +56,9 @@ class GuardedServer : public httplib::Server {
   GuardedServer();
 
   GuardedServer& set_request_timeout(std::chrono::milliseconds timeout);
-  // The body of a refusal the server sends itself (408, 414, 431), from its status and a
-  // message; without one, refusals have no body.
-  GuardedServer& set_refusal_body(std::function<std::string(int status, const std::string& message)> body);
+  // Called once for each refusal the server sends itself (408, 414, 431), with its
+  // status and message; returns the refusal's body. Without one, refusals have no body.
+  GuardedServer& set_refusal_handler(std::function<std::string(int status, const std::string& message)> handler);
 
   // httplib's logger, which this class chains onto (it hides httplib's set_logger).
   GuardedServer& set_logger(httplib::Logger logger);
@@ -70,7 +70,7 @@ class GuardedServer : public httplib::Server {
   bool process_and_close_socket(socket_t sock) override;
 
   std::chrono::milliseconds request_timeout_{30000};
-  std::function<std::string(int, const std::string&)> refusal_body_;
+  std::function<std::string(int, const std::string&)> refusal_handler_;
   httplib::Logger logger_for_user_;
 };
 

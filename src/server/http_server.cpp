@@ -146,7 +146,10 @@ class Server {
     // A request's line, headers and body arrive within --request-timeout, its headers within
     // bounds, or the connection ends (server/guarded_server.h).
     http_.set_request_timeout(std::chrono::seconds(options_.request_timeout_seconds));
-    http_.set_refusal_body([](int status, const std::string& message) { return ApiError(status, "invalid_request_error", message).body(); });
+    http_.set_refusal_handler([this](int status, const std::string& message) {
+      metrics_.failure(status);
+      return ApiError(status, "invalid_request_error", message).body();
+    });
     http_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& body) {
       complete(req, body, res, true);
     });
