@@ -292,31 +292,62 @@ struct Fmt2MXFP4 {
 // spills of a wider tile). Per row and column, 32-bit lanes 0-7 sum block b and 8-15
 // block b + 1:
 //   acc += float(sumi) * (d_b * a_b.d in lanes 0-7, d_b+1 * a_b+1.d in lanes 8-15)
-// and with kMin, offset += m_b * a_b.s + m_b+1 * a_b+1.s; the result is hsum(acc) +
-// offset. Each row and column does the same operations whatever its partners.
+// and with kMin also acc += m_b * a_b.s in lane 0 and m_b+1 * a_b+1.s in lane 8; the
+// result is hsum(acc). What a column's block pair needs (its 64 activations side by side, the bias
+// start, the a.d lanes) is prepared once per call for a window of pairs, and every row
+// of the call reads it there; the rows' sums wait in memory between windows, so each
+// lane adds its terms in the same order. Each row and column does the same operations
+// whatever its partners.
 template <typename F>
 struct Dot32x2 {
   using Block = typename F::Block;
+  static constexpr int64_t kTileRows = 32;
+  static constexpr size_t kWindowBytes = 32 << 10;  // prepared columns: 128 pairs (8192 elements) of one, 32 of four
 
-  template <int R, int C>
-  static void rows(int64_t n, const uint8_t* w, size_t row_bytes, const void* act, size_t stride, float* out, size_t out_stride) {
-    const Block* x[R];
-    for (int r = 0; r < R; ++r) x[r] = reinterpret_cast<const Block*>(w + static_cast<size_t>(r) * row_bytes);
-    const BlockQ8x32* a[C];
-    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8x32>(act, stride, c);
-    V512 acc[R][C];
-    __m128 offset[R][C];
-    for (int r = 0; r < R; ++r) {
-      for (int c = 0; c < C; ++c) acc[r][c] = simde_mm512_setzero_ps(), offset[r][c] = _mm_setzero_ps();
+  struct alignas(64) ColumnPair {
+    V512i a;      // a_b.qs then a_b+1.qs (zeros without block b + 1)
+    V512i start;  // -kBias x the sums of four activations
+    V512 d;       // a_b.d in lanes 0-7, a_b+1.d in lanes 8-15
+    V512 s;       // kMin: a_b.s in lane 0, a_b+1.s in lane 8, zeros elsewhere
+  };
+
+  static ColumnPair column_pair(const BlockQ8x32* ab, bool pair) {
+    ColumnPair cp;
+    cp.a = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(load256(ab[0].qs)), pair ? load256(ab[1].qs) : _mm256_setzero_si256(), 1);
+    const __m128d head = _mm_load_sd(reinterpret_cast<const double*>(&ab[0].d));
+    const __m128 ds = _mm_castpd_ps(pair ? _mm_loadh_pd(head, reinterpret_cast<const double*>(&ab[1].d)) : head);  // [d, s, d, s]
+    cp.d = simde_mm512_permutexvar_ps(lane_of_block(0), simde_mm512_castps128_ps512(ds));
+    cp.s = simde_mm512_setzero_ps();
+    if constexpr (F::kMin) cp.s = simde_mm512_maskz_permutexvar_ps(0x0101, lane_of_block(1), simde_mm512_castps128_ps512(ds));
+    cp.start = simde_mm512_setzero_si512();
+    if constexpr (F::kBias != 0) {
+      const V512i bias = simde_mm512_set1_epi8(static_cast<char>(F::kBias));
+      cp.start = simde_mm512_sub_epi32(cp.start, simde_mm512_dpbusd_epi32(simde_mm512_setzero_si512(), bias, cp.a));
     }
-    const V512i lane_of_block = simde_mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);
-    const V512i bias = simde_mm512_set1_epi8(static_cast<char>(F::kBias));
-    const int64_t n_blocks = n / 32;
-    for (int64_t b = 0; b < n_blocks; b += 2) {
+    return cp;
+  }
+  // Lane `first` of a [x_b, y_b, x_b+1, y_b+1] vector in lanes 0-7, lane first + 2 in 8-15.
+  static V512i lane_of_block(int first) {
+    return simde_mm512_add_epi32(simde_mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0), simde_mm512_set1_epi32(first));
+  }
+
+  // sums[r][c] += rows r x columns c over block pairs [p0, p1), cols[p - p0][c] prepared.
+  template <int R, int C>
+  static void span(const uint8_t* w, size_t row_bytes, int64_t n_blocks, int64_t p0, int64_t p1, const ColumnPair (*cols)[C],
+                   V512 (*sums)[C]) {
+    const Block* x[R];
+    V512 acc[R][C];
+    for (int r = 0; r < R; ++r) {
+      x[r] = reinterpret_cast<const Block*>(w + static_cast<size_t>(r) * row_bytes);
+      for (int c = 0; c < C; ++c) acc[r][c] = sums[r][c];
+    }
+    const V512i d_lanes = lane_of_block(0), m_lanes = lane_of_block(1);
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t b = 2 * p;
       const bool pair = b + 1 < n_blocks;
       V512i q[R];
       __m128 factors[R];  // [d_b, m_b, d_b+1, m_b+1]
-      V512 d[R];          // d_b in lanes 0-7, d_b+1 in lanes 8-15
+      V512 d[R], m[R];    // d_b (m_b) in lanes 0-7, d_b+1 (m_b+1) in lanes 8-15
       for (int r = 0; r < R; ++r) {
         const size_t at = static_cast<size_t>(b) * sizeof(Block);
         for (size_t line = 0; line < 2 * sizeof(Block); line += 64) {
@@ -324,35 +355,20 @@ struct Dot32x2 {
         }
         q[r] = F::codes(x[r] + b, pair);
         factors[r] = F::factors(x[r] + b, pair);
-        d[r] = simde_mm512_permutexvar_ps(lane_of_block, simde_mm512_castps128_ps512(factors[r]));
+        d[r] = simde_mm512_permutexvar_ps(d_lanes, simde_mm512_castps128_ps512(factors[r]));
+        if constexpr (F::kMin) m[r] = simde_mm512_permutexvar_ps(m_lanes, simde_mm512_castps128_ps512(factors[r]));
       }
       for (int c = 0; c < C; ++c) {
-        const BlockQ8x32* ab = a[c] + b;
-        const V512i av = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(load256(ab[0].qs)),
-                                                 pair ? load256(ab[1].qs) : _mm256_setzero_si256(), 1);
-        // [a_b.d, a_b.s, a_b+1.d, a_b+1.s]
-        const __m128d head = _mm_load_sd(reinterpret_cast<const double*>(&ab[0].d));
-        const __m128 ds = _mm_castpd_ps(pair ? _mm_loadh_pd(head, reinterpret_cast<const double*>(&ab[1].d)) : head);
-        const V512 da = simde_mm512_permutexvar_ps(lane_of_block, simde_mm512_castps128_ps512(ds));
-        V512i start = simde_mm512_setzero_si512();
-        if constexpr (F::kBias != 0) start = simde_mm512_sub_epi32(start, simde_mm512_dpbusd_epi32(simde_mm512_setzero_si512(), bias, av));
+        const ColumnPair& cp = cols[p - p0][c];
         for (int r = 0; r < R; ++r) {
-          const V512i sumi = simde_mm512_dpbusd_epi32(start, q[r], av);
-          acc[r][c] = simde_mm512_fmadd_ps(to_float(sumi), simde_mm512_mul_ps(d[r], da), acc[r][c]);
-          if constexpr (F::kMin) offset[r][c] = _mm_add_ps(offset[r][c], _mm_mul_ps(factors[r], ds));  // m * a.s in lanes 1, 3
+          const V512i sumi = simde_mm512_dpbusd_epi32(cp.start, q[r], cp.a);
+          acc[r][c] = simde_mm512_fmadd_ps(to_float(sumi), simde_mm512_mul_ps(d[r], cp.d), acc[r][c]);
+          if constexpr (F::kMin) acc[r][c] = simde_mm512_fmadd_ps(m[r], cp.s, acc[r][c]);
         }
       }
     }
     for (int r = 0; r < R; ++r) {
-      for (int c = 0; c < C; ++c) {
-        float sum = hsum512(acc[r][c]);
-        if constexpr (F::kMin) {
-          alignas(16) float o[4];
-          _mm_store_ps(o, offset[r][c]);
-          sum += o[1] + o[3];
-        }
-        out[static_cast<size_t>(c) * out_stride + static_cast<size_t>(r)] = sum;
-      }
+      for (int c = 0; c < C; ++c) sums[r][c] = acc[r][c];
     }
   }
 
@@ -363,9 +379,33 @@ struct Dot32x2 {
       matmul<4>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
       matmul<C - 4>(n, w, row_bytes, n_rows, static_cast<const uint8_t*>(act) + 4 * stride, stride, out + 4 * out_stride, out_stride);
     } else {
-      row_groups<4>(n_rows, [&]<int G>(int64_t r) {
-        rows<G, C>(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, act, stride, out + r, out_stride);
-      });
+      const int64_t n_blocks = n / 32, n_pairs = (n_blocks + 1) / 2;
+      const BlockQ8x32* a[C];
+      for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8x32>(act, stride, c);
+      // A window as long as one column's rows of up to 8192 elements keeps decode's walk
+      // along each row whole, as prefetch_ahead_in_group expects.
+      constexpr int64_t kWindowPairs = static_cast<int64_t>(kWindowBytes / (C * sizeof(ColumnPair)));
+      ColumnPair cols[kWindowPairs][C];
+      V512 sums[kTileRows][C];
+      for (int64_t r0 = 0; r0 < n_rows; r0 += kTileRows) {
+        const int64_t rows = std::min(kTileRows, n_rows - r0);
+        const uint8_t* tile = w + static_cast<size_t>(r0) * row_bytes;
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int c = 0; c < C; ++c) sums[r][c] = simde_mm512_setzero_ps();
+        }
+        for (int64_t p0 = 0; p0 < n_pairs; p0 += kWindowPairs) {
+          const int64_t p1 = std::min(n_pairs, p0 + kWindowPairs);
+          for (int64_t p = p0; p < p1; ++p) {
+            for (int c = 0; c < C; ++c) cols[p - p0][c] = column_pair(a[c] + 2 * p, 2 * p + 1 < n_blocks);
+          }
+          row_groups<4>(rows, [&]<int G>(int64_t r) {
+            span<G, C>(tile + static_cast<size_t>(r) * row_bytes, row_bytes, n_blocks, p0, p1, cols, sums + r);
+          });
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int c = 0; c < C; ++c) out[static_cast<size_t>(c) * out_stride + static_cast<size_t>(r0 + r)] = hsum512(sums[r][c]);
+        }
+      }
     }
   }
 };
