@@ -57,6 +57,7 @@ GenerateResult generate(Session& session, const text::Tokenizer& tokenizer, std:
       break;
     }
     r.tokens.push_back(id);
+    if (o.logprobs >= 0) r.logprobs.push_back(token_logprob(logits, n_vocab, id, o.logprobs));
     r.text += tokenizer.token_text(id, false);
     bool stopped = false;
     for (const std::string& stop : o.stop) {

@@ -12,6 +12,7 @@
 
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "runtime/token_logprobs.h"
 #include "text/tokenizer.h"
 
 namespace epq::runtime {
@@ -21,11 +22,13 @@ struct GenerateOptions {
   bool ignore_eos = false;
   std::vector<std::string> stop;  // stop strings (not included in the output)
   SamplerOptions sampler;
+  int logprobs = -1;  // -1: none; else each generated token's logprob and this many alternatives' (0..kMaxTopLogprobs)
   std::function<void()> after_prompt;  // called once the prompt is evaluated (optional)
 };
 
 struct GenerateResult {
   std::vector<int32_t> tokens;  // generated tokens
+  std::vector<TokenLogprob> logprobs;  // one per token, when options.logprobs >= 0
   std::string text;             // their text, cut at a stop string
   std::string finish_reason;    // "stop" (end of generation or stop string), "length", "cancelled"
   int prompt_tokens = 0;

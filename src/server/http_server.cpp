@@ -319,8 +319,13 @@ class Server {
       auto d = splitter.finish();
       content += d.content, reasoning += d.reasoning;
     }
+    json logprobs;
+    if (job->options.logprobs >= 0) {
+      const text::Tokenizer& tok = engine_.tokenizer();
+      logprobs = logprobs_json(reply.chat, job->result.logprobs, [&](int32_t id) { return tok.token_text(id, false); });
+    }
     res.set_content(completion_response(reply, content, reasoning, job->result.finish_reason, job->result.prompt_tokens, job->result.cached_tokens,
-                                        static_cast<int>(job->result.tokens.size()))
+                                        static_cast<int>(job->result.tokens.size()), logprobs)
                         .dump(-1, ' ', false, json::error_handler_t::replace),
                     "application/json");
   }

@@ -156,6 +156,20 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat, i
   if (body.contains("repeat_penalty") && !body["repeat_penalty"].is_null()) s.repeat_penalty = static_cast<float>(number(body, "repeat_penalty", 0, runtime::kMaxRepeatPenalty));
   if (body.contains("seed") && !body["seed"].is_null()) s.seed = static_cast<uint64_t>(integer(body, "seed", INT64_MIN, INT64_MAX));
   if (body.contains("ignore_eos")) g.ignore_eos = boolean(body, "ignore_eos");
+  // Chat: logprobs (boolean) and top_logprobs (0-20, with logprobs); completions:
+  // logprobs, the number of alternatives (0-5), as OpenAI's legacy endpoint takes it.
+  if (chat) {
+    const bool want = body.contains("logprobs") && !body["logprobs"].is_null() && boolean(body, "logprobs");
+    if (body.contains("top_logprobs") && !body["top_logprobs"].is_null()) {
+      if (!want) throw invalid_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+      g.logprobs = static_cast<int>(integer(body, "top_logprobs", 0, runtime::kMaxTopLogprobs));
+    } else if (want) {
+      g.logprobs = 0;
+    }
+  } else if (body.contains("logprobs") && !body["logprobs"].is_null()) {
+    g.logprobs = static_cast<int>(integer(body, "logprobs", 0, 5));
+  }
+  if (g.logprobs >= 0 && r.stream) throw invalid_request("'logprobs' is not supported with 'stream'", "logprobs");
   if (body.contains("stop") && !body["stop"].is_null()) {
     const ordered& stop = body["stop"];
     if (stop.is_string()) {
@@ -170,16 +184,48 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat, i
   return r;
 }
 
+json logprobs_json(bool chat, const std::vector<runtime::TokenLogprob>& logprobs, const std::function<std::string(int32_t)>& token_text) {
+  auto bytes = [](const std::string& s) {
+    json b = json::array();
+    for (unsigned char c : s) b.push_back(c);
+    return b;
+  };
+  if (chat) {
+    json content = json::array();
+    for (const runtime::TokenLogprob& t : logprobs) {
+      json top = json::array();
+      for (const auto& [id, lp] : t.top) top.push_back({{"token", token_text(id)}, {"logprob", lp}, {"bytes", bytes(token_text(id))}});
+      const std::string text = token_text(t.id);
+      content.push_back({{"token", text}, {"logprob", t.logprob}, {"bytes", bytes(text)}, {"top_logprobs", top}});
+    }
+    return {{"content", content}};
+  }
+  json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(), text_offset = json::array();
+  size_t offset = 0;
+  for (const runtime::TokenLogprob& t : logprobs) {
+    const std::string text = token_text(t.id);
+    tokens.push_back(text);
+    token_logprobs.push_back(t.logprob);
+    json top = json::object();
+    for (const auto& [id, lp] : t.top) top[token_text(id)] = lp;
+    top_logprobs.push_back(top);
+    text_offset.push_back(offset);
+    offset += text.size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs}, {"text_offset", text_offset}};
+}
+
 json completion_response(const Reply& reply, const std::string& content, const std::string& reasoning, const std::string& finish_reason,
-                         int prompt_tokens, int cached_tokens, int completion_tokens) {
+                         int prompt_tokens, int cached_tokens, int completion_tokens, const json& logprobs) {
   json choice = {{"index", 0}, {"finish_reason", finish_reason}};
   if (reply.chat) {
     json message = {{"role", "assistant"}, {"content", content}};
     if (!reasoning.empty()) message["reasoning_content"] = reasoning;
     choice["message"] = message;
+    if (!logprobs.is_null()) choice["logprobs"] = logprobs;
   } else {
     choice["text"] = content;
-    choice["logprobs"] = nullptr;
+    choice["logprobs"] = logprobs;
   }
   return {{"id", reply.id},
           {"object", reply.chat ? "chat.completion" : "text_completion"},

@@ -2,6 +2,7 @@
 // The OpenAI-compatible wire format: parsing and validating /v1/chat/completions and
 // /v1/completions requests, and building responses, stream chunks and error objects.
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -58,9 +59,14 @@ struct Reply {
   bool chat = true;
 };
 
+// The choice's `logprobs`: for chat {"content": [{token, logprob, bytes, top_logprobs}]},
+// for completions {tokens, token_logprobs, top_logprobs, text_offset}.
+nlohmann::json logprobs_json(bool chat, const std::vector<runtime::TokenLogprob>& logprobs,
+                             const std::function<std::string(int32_t)>& token_text);
+// `logprobs` null for none (completions then report null, chat leaves the field out).
 nlohmann::json completion_response(const Reply& reply, const std::string& content, const std::string& reasoning,
                                    const std::string& finish_reason, int prompt_tokens, int cached_tokens,
-                                   int completion_tokens);
+                                   int completion_tokens, const nlohmann::json& logprobs = nullptr);
 // A stream chunk with a delta; finish_reason empty for null.
 nlohmann::json completion_chunk(const Reply& reply, const nlohmann::json& delta_or_text, const std::string& finish_reason);
 nlohmann::json usage_chunk(const Reply& reply, int prompt_tokens, int cached_tokens, int completion_tokens);

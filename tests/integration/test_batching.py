@@ -1,7 +1,7 @@
 """Continuous batching (`epq serve --parallel N`): requests of different lengths, greedy and
 seeded, streaming and not, arriving staggered, decode together in shared steps and get
-exactly the tokens they get alone (`--parallel 1`, one after another), paged and all in
-RAM, on the trained demo model's real routing; a client that disconnects mid-stream
+exactly the tokens they get alone (`--parallel 1`, one after another), and the requests not
+streamed the same logprobs to the bit, paged and all in RAM, on the trained demo model's real routing; a client that disconnects mid-stream
 leaves the others' tokens unchanged; the memory plan counts every sequence's state."""
 import concurrent.futures
 import http.client
@@ -30,13 +30,17 @@ REQUESTS = [(PROMPTS[i], 24 + 9 * i, {"temperature": 0} if i % 2 == 0 else {"tem
 
 
 def ask(server, prompt, max_tokens, sampling, streamed):
+    """The text, and for a request not streamed each token's logprob and its 3 likeliest
+    alternatives': a function of the token's logits, compared exactly."""
     body = dict(prompt=prompt, max_tokens=max_tokens, **sampling)
     if streamed:
         events = server.stream("/v1/completions", body)
-        return "".join(e["choices"][0]["text"] for e in events if e["choices"])
-    status, reply = server.post("/v1/completions", body)
+        return "".join(e["choices"][0]["text"] for e in events if e["choices"]), None
+    status, reply = server.post("/v1/completions", dict(body, logprobs=3))
     assert status == 200, reply
-    return reply["choices"][0]["text"]
+    logprobs = reply["choices"][0]["logprobs"]
+    assert len(logprobs["token_logprobs"]) == reply["usage"]["completion_tokens"], reply
+    return reply["choices"][0]["text"], logprobs
 
 
 def abandon_stream(server, prompt):
@@ -84,9 +88,10 @@ class Batching(unittest.TestCase):
         print(f"{' '.join(args) or 'all in RAM'}: {int(shared)} steps shared by several sequences")
         self.assertEqual(shared_alone, 0)
         self.assertGreater(shared, 0, "the requests never decoded together")
-        for i, (a, b) in enumerate(zip(alone, together)):
+        for i, ((a, a_logprobs), (b, b_logprobs)) in enumerate(zip(alone, together)):
             self.assertTrue(a, f"request {i} generated nothing")
             self.assertEqual(a, b, f"request {i} ({REQUESTS[i][2]})")
+            self.assertEqual(a_logprobs, b_logprobs, f"request {i}: logprobs differ")
 
     def test_batched_sequences_get_their_tokens_alone_all_in_ram(self):
         self.check()

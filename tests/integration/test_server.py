@@ -142,6 +142,43 @@ class ServerTest(unittest.TestCase):
         self.assertEqual(cut["choices"][0]["text"], text[:text.index(stop)])
         self.assertEqual(cut["choices"][0]["finish_reason"], "stop")
 
+    def test_logprobs_of_chat_and_completions(self):
+        chat = {"messages": [{"role": "user", "content": "Tell me about the mill."}], "max_tokens": 12, "temperature": 0,
+                "ignore_eos": True, "logprobs": True, "top_logprobs": 3}
+        status, reply = self.server.post("/v1/chat/completions", chat)
+        self.assertEqual(status, 200, reply)
+        content = reply["choices"][0]["logprobs"]["content"]
+        self.assertEqual(len(content), reply["usage"]["completion_tokens"])
+        for entry in content:
+            top = [t["logprob"] for t in entry["top_logprobs"]]
+            self.assertEqual(len(top), 3)
+            self.assertEqual(top, sorted(top, reverse=True))
+            self.assertLessEqual(top[0], 0)
+            # Greedy: the token is the likeliest one.
+            self.assertEqual((entry["token"], entry["logprob"]), (entry["top_logprobs"][0]["token"], top[0]))
+            self.assertEqual(bytes(entry["bytes"]).decode("utf-8", "replace"), entry["token"])
+        _, plain = self.server.post("/v1/chat/completions", {k: v for k, v in chat.items() if "logprobs" not in k})
+        self.assertNotIn("logprobs", plain["choices"][0])
+        self.assertEqual(plain["choices"][0]["message"], reply["choices"][0]["message"])
+
+        body = {"prompt": "The old mill", "max_tokens": 10, "temperature": 0, "ignore_eos": True, "logprobs": 2}
+        _, reply = self.server.post("/v1/completions", body)
+        lp = reply["choices"][0]["logprobs"]
+        self.assertEqual(len(lp["tokens"]), 10)
+        self.assertEqual(lp["text_offset"][0], 0)
+        self.assertTrue(all(len(top) == 2 and max(top.values()) == chosen for top, chosen in zip(lp["top_logprobs"], lp["token_logprobs"])))
+        _, plain = self.server.post("/v1/completions", dict(body, logprobs=None))
+        self.assertIsNone(plain["choices"][0]["logprobs"])
+
+        for bad, message in [(dict(chat, top_logprobs=21), "'top_logprobs' must be"),
+                             (dict(chat, logprobs=False), "'top_logprobs' needs 'logprobs': true"),
+                             (dict(chat, stream=True), "'logprobs' is not supported with 'stream'")]:
+            status, error = self.server.post("/v1/chat/completions", bad)
+            self.assertEqual(status, 400, bad)
+            self.assertIn(message, error["error"]["message"])
+        status, error = self.server.post("/v1/completions", dict(body, logprobs=6))
+        self.assertEqual(status, 400)
+
     def test_eight_concurrent_clients_get_their_own_replies(self):
         prompts = [f"Client {i} asks about the river number {i * 7}" for i in range(8)]
         expected = {}

@@ -1,12 +1,14 @@
 // Sampling: greedy picks the argmax (lowest id on ties); top-k, top-p and min-p only ever
 // return tokens they keep; the repetition penalty changes the greedy choice; the same seed
-// gives the same draws.
+// gives the same draws. Token logprobs are the log softmax, the likeliest first.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 #include <vector>
 
 #include "runtime/sampler.h"
+#include "runtime/token_logprobs.h"
 
 namespace epq::runtime {
 namespace {
@@ -64,6 +66,26 @@ TEST(Sampler, SameSeedSameDraws) {
   std::vector<int32_t> c;
   for (int i = 0; i < 50; ++i) c.push_back(s3.sample(kLogits.data(), 6, {}));
   EXPECT_NE(a, c);
+}
+
+TEST(TokenLogprobs, AreTheLogSoftmaxWithTheLikeliestFirst) {
+  const std::vector<float> logits = {1.0f, 3.0f, -2.0f, 3.0f, 0.5f};
+  const TokenLogprob all = token_logprob(logits.data(), 5, 4, 5);
+  double total = 0;
+  for (const auto& [id, lp] : all.top) total += std::exp(double{lp});
+  EXPECT_NEAR(total, 1.0, 1e-6);
+  ASSERT_EQ(all.top.size(), 5u);
+  // Ties go to the lower id: 1 before 3.
+  EXPECT_EQ(all.top[0].first, 1);
+  EXPECT_EQ(all.top[1].first, 3);
+  EXPECT_EQ(all.top[2].first, 0);
+  EXPECT_EQ(all.top[4].first, 2);
+  const double log_sum = std::log(std::exp(-2.0) + 1 + std::exp(-5.0) + 1 + std::exp(-2.5));  // minus the max, 3
+  EXPECT_FLOAT_EQ(all.logprob, static_cast<float>(0.5 - 3 - log_sum));
+  EXPECT_EQ(all.id, 4);
+  const TokenLogprob none = token_logprob(logits.data(), 5, 2, 0);
+  EXPECT_TRUE(none.top.empty());
+  EXPECT_FLOAT_EQ(none.logprob, all.top[4].second);
 }
 
 }  // namespace
