@@ -228,37 +228,35 @@ inline __m128 f16_factors(const Block* x, bool pair, bool with_min) {
   return _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(p | uint64_t{q} << 32)));
 }
 
-struct Fmt2Q4_0 {
-  using Block = BlockQ4_0;
-  static constexpr int kBias = 8;
-  static constexpr bool kMin = false;
-  static V512i codes(const Block* x, bool pair) { return nibble_codes(x[0].qs, x[pair].qs); }
-  static __m128 factors(const Block* x, bool pair) { return f16_factors(x, pair, false); }
-};
-struct Fmt2Q4_1 {
-  using Block = BlockQ4_1;
-  static constexpr int kBias = 0;
-  static constexpr bool kMin = true;
-  static V512i codes(const Block* x, bool pair) { return nibble_codes(x[0].qs, x[pair].qs); }
-  static __m128 factors(const Block* x, bool pair) { return f16_factors(x, pair, true); }
-};
-struct Fmt2Q5_0 {
-  using Block = BlockQ5_0;
-  static constexpr int kBias = 16;
-  static constexpr bool kMin = false;
+// The nibble formats: 16 bytes of nibble pairs per block (qs), a fifth bit per element
+// where the block has qh, and F16 d (and m, with kMin) at byte 0.
+template <typename B, int kBiasCodes, bool kWithMin>
+struct NibbleFormat {
+  using Block = B;
+  static constexpr int kBias = kBiasCodes;
+  static constexpr bool kMin = kWithMin;
   static V512i codes(const Block* x, bool pair) {
-    return add_fifth_bits(nibble_codes(x[0].qs, x[pair].qs), x[0].qh, pair ? x[1].qh : nullptr);
+    const V512i q = nibble_codes(x[0].qs, x[pair].qs);
+    if constexpr (requires { x->qh; }) {
+      return add_fifth_bits(q, x[0].qh, pair ? x[1].qh : nullptr);
+    } else {
+      return q;
+    }
   }
-  static __m128 factors(const Block* x, bool pair) { return f16_factors(x, pair, false); }
+  static __m128 factors(const Block* x, bool pair) { return f16_factors(x, pair, kMin); }
 };
-struct Fmt2Q5_1 {
-  using Block = BlockQ5_1;
-  static constexpr int kBias = 0;
-  static constexpr bool kMin = true;
-  static V512i codes(const Block* x, bool pair) {
-    return add_fifth_bits(nibble_codes(x[0].qs, x[pair].qs), x[0].qh, pair ? x[1].qh : nullptr);
+using Fmt2Q4_0 = NibbleFormat<BlockQ4_0, 8, false>;
+using Fmt2Q4_1 = NibbleFormat<BlockQ4_1, 0, true>;
+using Fmt2Q5_0 = NibbleFormat<BlockQ5_0, 16, false>;
+using Fmt2Q5_1 = NibbleFormat<BlockQ5_1, 0, true>;
+struct Fmt2IQ4_NL : NibbleFormat<BlockIQ4_NL, 128, false> {
+  static V512i codes(const Block* x, bool pair) { return lookup_codes(kIQ4NLBiased.v, NibbleFormat::codes(x, pair)); }
+};
+struct Fmt2MXFP4 : NibbleFormat<BlockMXFP4, 128, false> {
+  static V512i codes(const Block* x, bool pair) { return lookup_codes(kMXFP4Biased.v, NibbleFormat::codes(x, pair)); }
+  static __m128 factors(const Block* x, bool pair) {
+    return _mm_setr_ps(e8m0_to_f32_half(x[0].e), 0, pair ? e8m0_to_f32_half(x[1].e) : 0.0f, 0);
   }
-  static __m128 factors(const Block* x, bool pair) { return f16_factors(x, pair, true); }
 };
 struct Fmt2Q8_0 {
   using Block = BlockQ8_0;
@@ -270,22 +268,6 @@ struct Fmt2Q8_0 {
   }
   static __m128 factors(const Block* x, bool pair) { return f16_factors(x, pair, false); }
 };
-struct Fmt2IQ4_NL {
-  using Block = BlockIQ4_NL;
-  static constexpr int kBias = 128;
-  static constexpr bool kMin = false;
-  static V512i codes(const Block* x, bool pair) { return lookup_codes(kIQ4NLBiased.v, nibble_codes(x[0].qs, x[pair].qs)); }
-  static __m128 factors(const Block* x, bool pair) { return f16_factors(x, pair, false); }
-};
-struct Fmt2MXFP4 {
-  using Block = BlockMXFP4;
-  static constexpr int kBias = 128;
-  static constexpr bool kMin = false;
-  static V512i codes(const Block* x, bool pair) { return lookup_codes(kMXFP4Biased.v, nibble_codes(x[0].qs, x[pair].qs)); }
-  static __m128 factors(const Block* x, bool pair) {
-    return _mm_setr_ps(e8m0_to_f32_half(x[0].e), 0, pair ? e8m0_to_f32_half(x[1].e) : 0.0f, 0);
-  }
-};
 
 // Rows in groups of four against up to four columns, a block pair at a time (eight
 // columns go as two calls of four, each decoding the weights again: cheaper than the
@@ -293,8 +275,8 @@ struct Fmt2MXFP4 {
 // block b + 1:
 //   acc += float(sumi) * (d_b * a_b.d in lanes 0-7, d_b+1 * a_b+1.d in lanes 8-15)
 // and with kMin also acc += m_b * a_b.s in lane 0 and m_b+1 * a_b+1.s in lane 8; the
-// result is hsum(acc). What a column's block pair needs (its 64 activations side by side, the bias
-// start, the a.d lanes) is prepared once per call for a window of pairs, and every row
+// result is hsum(acc). What a column's block pair needs (its 64 activations side by side,
+// the bias start, the a.d lanes) is prepared once per call for a window of pairs, and every row
 // of the call reads it there; the rows' sums wait in memory between windows, so each
 // lane adds its terms in the same order. Each row and column does the same operations
 // whatever its partners.
