@@ -87,6 +87,12 @@ inline __m256i k4_paired_mins(__m128i mins8x16) {
 // 8 int32 lanes to be added: sum over sub-blocks j of min[j] * (bsums[2j] + bsums[2j+1]).
 inline __m256i k4_min_sums(__m256i mins_paired, const BlockQ8_K& a) { return _mm256_madd_epi16(mins_paired, load256(a.bsums)); }
 
+// The K formats' columns: a[c] their activation blocks, acc[c] their sums, zeroed.
+template <int C>
+inline void start_columns(const void* act, size_t stride, const BlockQ8_K* (&a)[C], V512 (&acc)[C]) {
+  for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = simde_mm512_setzero_ps();
+}
+
 template <bool kFive>
 struct DotQ45K {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
@@ -143,7 +149,7 @@ struct DotQ6K {
     const auto* wb = static_cast<const BlockQ6_K*>(w);
     const BlockQ8_K* a[C];
     V512 acc[C];
-    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = simde_mm512_setzero_ps();
+    start_columns(act, stride, a, acc);
     V512i index[4];
     for (int k = 0; k < 4; ++k) index[k] = scale_index(4 * k, 8);
     const V512i m4 = simde_mm512_set1_epi8(0x0F), m2 = simde_mm512_set1_epi8(3);
@@ -472,7 +478,7 @@ struct DotIQ4XS {
     const auto* wb = static_cast<const BlockIQ4_XS*>(w);
     const BlockQ8_K* a[C];
     V512 acc[C];
-    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = simde_mm512_setzero_ps();
+    start_columns(act, stride, a, acc);
     V512i index[4];
     for (int k = 0; k < 4; ++k) index[k] = scale_index(2 * k, 16);
     const V512i eight = simde_mm512_set1_epi8(8), zero = simde_mm512_setzero_si512();
