@@ -15,7 +15,7 @@ inline constexpr int kMaxCols = 8;
 // out[c * out_stride + r] = dot(row r, column c) for r in [0, n_rows), c in [0, n_cols):
 // row r (n weights) at w + r * row_bytes, column c at act + c * act_stride. A row's
 // result is the same whichever rows share the call, and a column's whichever columns
-// share it when there are two or more (one column alone may take a path of its own).
+// share it, one alone included: a token's numbers must not depend on its batch.
 using DotKernel = void (*)(int64_t n, const void* w, size_t row_bytes, int64_t n_rows, const void* act, size_t act_stride,
                            int n_cols, float* out, size_t out_stride);
 

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "quant/activation.h"
@@ -245,19 +246,9 @@ alignas(32) constexpr uint8_t kPairMask[4][32] = {
 // Column pairs in the Q6_K kernel: two columns' vpmaddubsw results are added in adjacent
 // pairs by vphaddw before one vpmaddwd applies the scale for both (three multiplies per
 // 64 products instead of four). A pair's vector then holds column 2p in 32-bit lanes 0-1
-// and 4-5 and column 2p + 1 in lanes 2-3 and 6-7. Each column's lanes are summed in the
-// same order whatever its partner.
-// [x0 x0 x1 x1 x0 x0 x1 x1]: a factor per column of a pair.
-inline __m256 pair_lanes(float x0, float x1) { return _mm256_setr_ps(x0, x0, x1, x1, x0, x0, x1, x1); }
-// Writes the two columns of pair p (the second only if it is one of the C columns).
-template <int C>
-inline void store_pair(__m256 acc, int p, float* out) {
-  const __m128 halves = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));  // [c0 c0 c1 c1]
-  const __m128 cols = _mm_hadd_ps(halves, halves);                                                // [c0 c1 ..]
-  out[2 * p] = _mm_cvtss_f32(cols);
-  if (2 * p + 1 < C) out[2 * p + 1] = _mm_cvtss_f32(_mm_movehdup_ps(cols));
-}
-
+// and 4-5 and column 2p + 1 in lanes 2-3 and 6-7. Each block's lanes are added into one
+// exact integer per column before any float rounding, so a column gives the same bits
+// paired, alone or with any partner.
 struct DotQ6K {
   // Group g of half h (elements h*128 + 32g + l): its 32 codes, from ql[32 * (g & 1) + l]
   // (low nibble for g < 2, high otherwise) and bits 2g..2g+1 of qh[l] (the Q6_K layout),
@@ -275,7 +266,7 @@ struct DotQ6K {
   // Codes are stored +32: each column's sum starts at -32 * sum(scale * bsum).
   static __m256i offset(__m256i scales16, const BlockQ8_K& a) { return _mm256_slli_epi32(_mm256_madd_epi16(scales16, load256(a.bsums)), 5); }
 
-  // For C = 1 the column alone; otherwise columns in pairs (see pair_lanes).
+  // For C = 1 the column alone; otherwise columns in pairs (see above).
   template <int C>
   static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
     constexpr bool kPaired = C > 1;
@@ -283,8 +274,7 @@ struct DotQ6K {
     const auto* wb = static_cast<const BlockQ6_K*>(w);
     const BlockQ8_K* a[2 * P];
     for (int c = 0; c < 2 * P; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c < C ? c : C - 1);
-    __m256 acc[P];
-    for (int p = 0; p < P; ++p) acc[p] = _mm256_setzero_ps();
+    float acc[2 * P] = {};  // per column
     for (int64_t b = 0; b < n / 256; ++b) {
       prefetch_ahead(wb + b);
       const BlockQ6_K& x = wb[b];
@@ -310,17 +300,21 @@ struct DotQ6K {
           }
         }
       }
+      // Each column's block total as an exact integer first, so that its float sum is the
+      // same whether it was paired or alone.
       const float d = f16_to_f32(x.d);
       for (int p = 0; p < P; ++p) {
-        const __m256 scale = kPaired ? pair_lanes(d * a[2 * p][b].d, d * a[2 * p + 1][b].d) : _mm256_set1_ps(d * a[0][b].d);
-        acc[p] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(sum[p]), acc[p]);
+        const __m128i halves = _mm_add_epi32(_mm256_castsi256_si128(sum[p]), _mm256_extracti128_si256(sum[p], 1));
+        const __m128i pairs = _mm_hadd_epi32(halves, halves);  // paired: [column 2p, column 2p + 1, ..]
+        if constexpr (kPaired) {
+          acc[2 * p] = std::fma(d * a[2 * p][b].d, static_cast<float>(_mm_cvtsi128_si32(pairs)), acc[2 * p]);
+          acc[2 * p + 1] = std::fma(d * a[2 * p + 1][b].d, static_cast<float>(_mm_extract_epi32(pairs, 1)), acc[2 * p + 1]);
+        } else {
+          acc[0] = std::fma(d * a[0][b].d, static_cast<float>(_mm_cvtsi128_si32(_mm_hadd_epi32(pairs, pairs))), acc[0]);
+        }
       }
     }
-    if constexpr (kPaired) {
-      for (int p = 0; p < P; ++p) store_pair<C>(acc[p], p, out);
-    } else {
-      out[0] = hsum(acc[0]);
-    }
+    for (int c = 0; c < C; ++c) out[c] = acc[c];
   }
 };
 

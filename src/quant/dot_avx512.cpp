@@ -1,7 +1,8 @@
-// AVX-512 dot kernels (F, BW, VL, DQ and VNNI) for the K formats (Q2_K to Q6_K, and
-// IQ4_XS), the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4) and the
+// AVX-512 dot kernels (F, BW, VL, DQ and VNNI) for the K formats Q2_K, Q3_K and Q6_K and
+// IQ4_XS, the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4) and the
 // float formats (F32, F16, BF16). The set takes the AVX2 kernels for Q8_K, and for Q4_K
-// and Q5_K prompts (one_column_else_avx2).
+// and Q5_K, whose row pairs (two rows per register, three vector ports) beat a one-row
+// 512-bit kernel on two ports in prompts and match it in decode (docs/PERFORMANCE.md).
 //
 // The K formats work on 64 elements per register: codes (unsigned) times activations
 // with vpmaddubsw, then vpdpwssd multiplies those pair sums by the sub-block scales and
@@ -66,7 +67,7 @@ inline float hsum512(V512 v) {
 inline V512i widen(__m256i v) { return simde_mm512_inserti64x4(simde_mm512_setzero_si512(), v, 0); }
 
 // Index vectors for vpermw: 16-bit lane i selects scale first + i / lanes_per_scale.
-// Q4_K/Q5_K chunk j (sub-blocks of 32): scale_index(2j, 16); Q6_K chunk k (sub-blocks
+// IQ4_XS chunk k (sub-blocks of 32): scale_index(2k, 16); Q6_K chunk k (sub-blocks
 // of 16): scale_index(4k, 8).
 inline V512i scale_index(int first, int lanes_per_scale) {
   alignas(64) int16_t index[32];
@@ -74,74 +75,11 @@ inline V512i scale_index(int first, int lanes_per_scale) {
   return load512(index);
 }
 
-// One block's scales then mins as 16 int16 lanes.
-inline __m256i k4_scales_and_mins(const uint8_t* packed) {
-  return _mm256_cvtepu8_epi16(_mm256_castsi256_si128(k4_scales_and_mins_x2(packed, packed)));
-}
-
-// The eight mins (16-bit lanes) each in the two 16-bit lanes 2j, 2j+1, for k4_min_sums.
-inline __m256i k4_paired_mins(__m128i mins8x16) {
-  const __m256i mins = _mm256_cvtepu16_epi32(mins8x16);
-  return _mm256_or_si256(mins, _mm256_slli_epi32(mins, 16));
-}
-// 8 int32 lanes to be added: sum over sub-blocks j of min[j] * (bsums[2j] + bsums[2j+1]).
-inline __m256i k4_min_sums(__m256i mins_paired, const BlockQ8_K& a) { return _mm256_madd_epi16(mins_paired, load256(a.bsums)); }
-
 // The K formats' columns: a[c] their activation blocks, acc[c] their sums, zeroed.
 template <int C>
 inline void start_columns(const void* act, size_t stride, const BlockQ8_K* (&a)[C], V512 (&acc)[C]) {
   for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = simde_mm512_setzero_ps();
 }
-
-template <bool kFive>
-struct DotQ45K {
-  using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
-
-  // Per column: acc += a.d * d * (sum over chunks of scale . codes . a), and
-  // acc_min += a.d * dmin * (min . bsums); the result is acc - acc_min.
-  template <int C>
-  static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
-    const auto* wb = static_cast<const Block*>(w);
-    const BlockQ8_K* a[C];
-    V512 acc[C];
-    __m256 acc_min[C];
-    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = simde_mm512_setzero_ps(), acc_min[c] = _mm256_setzero_ps();
-    V512i index[4];
-    for (int j = 0; j < 4; ++j) index[j] = scale_index(2 * j, 16);
-    const V512i nibble_shift = halves16(0, 4);  // low nibbles in the low half, high in the high
-    const V512i m4 = simde_mm512_set1_epi8(0x0F), one = simde_mm512_set1_epi8(1);
-    for (int64_t b = 0; b < n / 256; ++b) {
-      prefetch_ahead(wb + b);
-      const Block& x = wb[b];
-      const __m256i scales_mins = k4_scales_and_mins(x.scales);
-      const V512i scales = simde_mm512_castsi256_si512(scales_mins);  // lanes 0-7; vpermw reads no others
-      V512i sum[C];
-      for (int c = 0; c < C; ++c) sum[c] = simde_mm512_setzero_si512();
-      V512i qh = simde_mm512_setzero_si512();  // Q5_K's fifth bits
-      if constexpr (kFive) qh = broadcast256(x.qh);
-      for (int j = 0; j < 4; ++j) {
-        // Chunk j is elements 64j..64j+63: the low nibbles of qs[32j..] then their high nibbles.
-        V512i q = simde_mm512_and_si512(simde_mm512_srlv_epi16(broadcast256(x.qs + 32 * j), nibble_shift), m4);
-        if constexpr (kFive) {  // bit 2j of qh[l] for the first 32, bit 2j + 1 for the next
-          const V512i shift = halves16(static_cast<int16_t>(2 * j), static_cast<int16_t>(2 * j + 1));
-          const V512i high = simde_mm512_and_si512(simde_mm512_srlv_epi16(qh, shift), one);
-          q = simde_mm512_or_si512(q, simde_mm512_slli_epi16(high, 4));
-        }
-        const V512i s = simde_mm512_permutexvar_epi16(index[j], scales);
-        for (int c = 0; c < C; ++c) {
-          sum[c] = simde_mm512_dpwssd_epi32(sum[c], simde_mm512_maddubs_epi16(q, load512(a[c][b].qs + 64 * j)), s);
-        }
-      }
-      const float d = f16_to_f32(x.d), dmin = f16_to_f32(x.dmin);
-      const __m256i mins = k4_paired_mins(_mm256_extracti128_si256(scales_mins, 1));
-      for (int c = 0; c < C; ++c) {
-        acc[c] = simde_mm512_fmadd_ps(to_float(sum[c]), simde_mm512_set1_ps(d * a[c][b].d), acc[c]);
-        acc_min[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(k4_min_sums(mins, a[c][b])), _mm256_set1_ps(dmin * a[c][b].d), acc_min[c]);
-      }
-    }
-    for (int c = 0; c < C; ++c) out[c] = hsum512(acc[c]) - hsum(acc_min[c]);
-  }
-};
 
 struct DotQ6K {
   template <int C>
@@ -535,25 +473,10 @@ struct Floats16 {
   static float sum(T acc) { return hsum512(acc); }
 };
 
-// Q4_K and Q5_K: this file's kernel for one column (decode), where it streams the
-// weights faster, and the AVX2 set's row pairs for prompts, which share each activation
-// load between two rows and run on three vector ports where 512-bit code runs on two
-// (docs/PERFORMANCE.md has both). A column's result then depends on whether it is alone,
-// which the kernel contract allows (dot.h).
-template <Type kType, typename OneColumn>
-void one_column_else_avx2(int64_t n, const void* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, int n_cols,
-                          float* out, size_t out_stride) {
-  if (n_cols == 1) return entry<OneColumn>(n, w, row_bytes, n_rows, act, stride, n_cols, out, out_stride);
-  static const DotKernel prompt = dot_kernel(*avx2_kernels(), kType);
-  prompt(n, w, row_bytes, n_rows, act, stride, n_cols, out, out_stride);
-}
-
 KernelSet make_avx512(const char* name) {
   KernelSet s = *avx2_kernels();
   s.name = name;
   auto set = [&](Type t, DotKernel k) { s.dot[static_cast<uint32_t>(t)] = k; };
-  set(Type::Q4_K, one_column_else_avx2<Type::Q4_K, DotQ45K<false>>);
-  set(Type::Q5_K, one_column_else_avx2<Type::Q5_K, DotQ45K<true>>);
   set(Type::Q6_K, entry<DotQ6K>);
   set(Type::Q2_K, entry<DotQ23K<false>>);
   set(Type::Q3_K, entry<DotQ23K<true>>);
