@@ -145,16 +145,17 @@ inline V512i nibble_codes(const uint8_t* p, const uint8_t* q) {
 inline V512i lookup_codes(const uint8_t* table, V512i idx) {
   return simde_mm512_shuffle_epi8(simde_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table))), idx);
 }
-// A code book stored +128, as unsigned bytes.
-struct Biased16 {
+// A 16-entry code book as unsigned bytes, for vpshufb.
+struct CodeBook16 {
   uint8_t v[16];
 };
-constexpr Biased16 biased(const int8_t (&values)[16]) {
-  Biased16 t{};
+// A signed code book stored +128.
+constexpr CodeBook16 biased(const int8_t (&values)[16]) {
+  CodeBook16 t{};
   for (int i = 0; i < 16; ++i) t.v[i] = static_cast<uint8_t>(values[i] + 128);
   return t;
 }
-constexpr Biased16 kIQ4NLBiased = biased(kIQ4NLValues), kMXFP4Biased = biased(kMXFP4Values);
+constexpr CodeBook16 kIQ4NLBiased = biased(kIQ4NLValues), kMXFP4Biased = biased(kMXFP4Values);
 // Q5_0/Q5_1: bit j of qh is element j's fifth bit.
 inline V512i add_fifth_bits(V512i codes, const uint8_t* qh_p, const uint8_t* qh_q) {
   uint32_t p = 0, q = 0;
@@ -404,8 +405,8 @@ struct DotQ23K {
 // IQ4_NL code book, times its 6-bit scale. The code book's magnitudes (<= 127) go into
 // vpmaddubsw against the activations negated where the code is negative (indices 0-7),
 // then vpdpwssd applies the scales.
-constexpr Biased16 kIQ4NLMagnitudes = [] {
-  Biased16 t{};
+constexpr CodeBook16 kIQ4NLMagnitudes = [] {
+  CodeBook16 t{};
   for (int i = 0; i < 16; ++i) t.v[i] = static_cast<uint8_t>(kIQ4NLValues[i] < 0 ? -kIQ4NLValues[i] : kIQ4NLValues[i]);
   return t;
 }();

@@ -14,6 +14,7 @@ TokenLogprob token_logprob(const float* logits, int32_t n_vocab, int32_t id, int
   auto logprob = [&](int32_t i) { return static_cast<float>(static_cast<double>(logits[i]) - max - log_sum); };
   TokenLogprob t{id, logprob(id), {}};
   const int n = std::clamp(top, 0, n_vocab);
+  if (n == 0) return t;
   std::vector<int32_t> order(static_cast<size_t>(n_vocab));
   std::iota(order.begin(), order.end(), 0);
   std::partial_sort(order.begin(), order.begin() + n, order.end(),

@@ -194,7 +194,10 @@ json logprobs_json(bool chat, const std::vector<runtime::TokenLogprob>& logprobs
     json content = json::array();
     for (const runtime::TokenLogprob& t : logprobs) {
       json top = json::array();
-      for (const auto& [id, lp] : t.top) top.push_back({{"token", token_text(id)}, {"logprob", lp}, {"bytes", bytes(token_text(id))}});
+      for (const auto& [id, lp] : t.top) {
+        const std::string text = token_text(id);
+        top.push_back({{"token", text}, {"logprob", lp}, {"bytes", bytes(text)}});
+      }
       const std::string text = token_text(t.id);
       content.push_back({{"token", text}, {"logprob", t.logprob}, {"bytes", bytes(text)}, {"top_logprobs", top}});
     }
