@@ -79,6 +79,11 @@ void add_serve_command(CLI::App& root) {
   c->add_option("--max-connections", args->server.max_connections, "Connections served at once, each on its own thread; more wait")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
+  c->add_option("--max-connections-per-address", args->server.max_connections_per_address,
+                "Connections one client address may hold at once, 0 for no limit (more: 429, and the connection is closed); "
+                "behind a proxy every client has the proxy's address")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
   c->add_option("--timeout", args->server.read_timeout_seconds,
                 "Seconds a client may stay silent while sending a request or reading a reply, or idle between requests")
       ->check(CLI::Range(1, 3600))

@@ -244,6 +244,12 @@ struct Refusal {
   std::string message;
 };
 
+// The whole response for a refusal, which ends its connection.
+std::string refusal_response(const Refusal& r, const std::string& body, const char* extra_headers = "") {
+  return fmt::format("HTTP/1.1 {} {}\r\nConnection: close\r\n{}{}Content-Length: {}\r\n\r\n{}", r.status, r.reason, extra_headers,
+                     body.empty() ? "" : "Content-Type: application/json\r\n", body.size(), body);
+}
+
 Refusal refusal(ReadCut cut, bool in_request_line, Clock::duration request_timeout, Clock::duration read_timeout) {
   switch (cut) {
     case ReadCut::silent:
@@ -282,6 +288,11 @@ GuardedServer& GuardedServer::set_request_timeout(std::chrono::milliseconds time
   return *this;
 }
 
+GuardedServer& GuardedServer::set_max_connections_per_address(int limit) {
+  address_slots_.set_limit(limit);
+  return *this;
+}
+
 GuardedServer& GuardedServer::set_refusal_handler(std::function<std::string(int, const std::string&)> handler) {
   refusal_handler_ = std::move(handler);
   return *this;
@@ -297,6 +308,20 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
   GuardedStream strm(sock, read_timeout, seconds(write_timeout_sec_) + microseconds(write_timeout_usec_));
   const auto linger = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kLingerSeconds));
   const auto linger_gap = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kLingerGapSeconds));
+  std::string address;
+  int port = 0;
+  address_of(sock, true, address, port);
+  const AddressSlots::Slot slot = address_slots_.take(address);
+  if (!slot) {
+    const Refusal r{429, "Too Many Requests",
+                    fmt::format("this address already holds {} connections, the most one address may (--max-connections-per-address)",
+                                address_slots_.limit())};
+    strm.send_all(refusal_response(r, refusal_handler_ ? refusal_handler_(r.status, r.message) : std::string(), "Retry-After: 1\r\n"));
+    strm.linger(linger, linger_gap);
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    return false;
+  }
   bool ret = false;
   for (size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET; --left) {
     strm.begin_request(request_timeout_);
@@ -309,9 +334,7 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
     if (strm.cut() != ReadCut::none) {
       if (strm.in_headers() && strm.request_began()) {
         const Refusal r = refusal(strm.cut(), strm.in_request_line(), request_timeout_, read_timeout);
-        const std::string body = refusal_handler_ ? refusal_handler_(r.status, r.message) : std::string();
-        strm.send_all(fmt::format("HTTP/1.1 {} {}\r\nConnection: close\r\n{}Content-Length: {}\r\n\r\n{}", r.status, r.reason,
-                                  body.empty() ? "" : "Content-Type: application/json\r\n", body.size(), body));
+        strm.send_all(refusal_response(r, refusal_handler_ ? refusal_handler_(r.status, r.message) : std::string()));
       }
       // The rest of the request is unread, or its client too slow: nothing can follow on the connection.
       strm.linger(linger, linger_gap);

@@ -20,6 +20,9 @@
 //   4. A reply with `Connection: close` ends the connection, a handler's too (one that
 //      left the body unread): httplib ended it only when the client asked or at its
 //      keep-alive maximum, and read the unread body as the next request.
+//   5. A connection from an address that already holds set_max_connections_per_address
+//      connections gets 429 (with the refusal handler's body and `Retry-After: 1`) before
+//      anything of it is read, and is closed.
 //   Ending a connection after a reply, the server reads and drops what the client still
 //   sends for up to kLingerSeconds (kLingerGapSeconds of silence ends it), so that a
 //   client still sending a body it was refused gets the reply, not a reset.
@@ -33,6 +36,8 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+
+#include "server/address_slots.h"
 
 namespace epq::server {
 
@@ -56,7 +61,9 @@ class GuardedServer : public httplib::Server {
   GuardedServer();
 
   GuardedServer& set_request_timeout(std::chrono::milliseconds timeout);
-  // Called once for each refusal the server sends itself (408, 414, 431), with its
+  // Connections one client address may hold at once (0, the default: no limit).
+  GuardedServer& set_max_connections_per_address(int limit);
+  // Called once for each refusal the server sends itself (408, 414, 429, 431), with its
   // status and message; returns the refusal's body. Without one, refusals have no body.
   GuardedServer& set_refusal_handler(std::function<std::string(int status, const std::string& message)> handler);
 
@@ -71,6 +78,7 @@ class GuardedServer : public httplib::Server {
 
   std::chrono::milliseconds request_timeout_{30000};
   std::function<std::string(int, const std::string&)> refusal_handler_;
+  AddressSlots address_slots_;
   httplib::Logger logger_for_user_;
 };
 

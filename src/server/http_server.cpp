@@ -95,10 +95,12 @@ class Server {
     // Debian's httplib listens with a backlog of 5: a burst of connections overflows it and
     // some are reset. Listening again on the socket raises the backlog.
     if (listener >= 0) ::listen(listener, SOMAXCONN);
-    fmt::print(stderr, "epq serve: {} on http://{}:{}/ (model id '{}', {}; {} reserved for up to {} connections and {}-byte bodies)\n",
+    fmt::print(stderr, "epq serve: {} on http://{}:{}/ (model id '{}', {}; {} reserved for up to {} connections{} and {}-byte bodies)\n",
                engine_.info().name, options_.host, options_.port, options_.model_id,
                chat_template_.is_chatml_fallback() ? "ChatML template" : "the model's chat template", format_bytes(server_reserve_bytes(options_)),
-               options_.max_connections, options_.max_body_bytes);
+               options_.max_connections,
+               options_.max_connections_per_address > 0 ? fmt::format(", {} per address", options_.max_connections_per_address) : "",
+               options_.max_body_bytes);
     if (options_.api_key.empty() && !is_loopback_host(options_.host)) {
       fmt::print(stderr, "epq serve: warning: listening on {} without an API key: anyone who can reach port {} can use the model "
                  "(set --api-key-file, --api-key or EPQ_API_KEY)\n", options_.host, options_.port);
@@ -146,9 +148,10 @@ class Server {
     // A request's line, headers and body arrive within --request-timeout, its headers within
     // bounds, or the connection ends (server/guarded_server.h).
     http_.set_request_timeout(std::chrono::seconds(options_.request_timeout_seconds));
+    http_.set_max_connections_per_address(options_.max_connections_per_address);
     http_.set_refusal_handler([this](int status, const std::string& message) {
       metrics_.failure(status);
-      return ApiError(status, "invalid_request_error", message).body();
+      return ApiError(status, status == 429 ? "rate_limit_error" : "invalid_request_error", message).body();
     });
     http_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& body) {
       complete(req, body, res, true);

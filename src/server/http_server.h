@@ -24,6 +24,7 @@ struct ServerOptions {
   int max_tokens = runtime::kMaxGeneratedTokens;  // the most tokens one request may ask for (more: 400)
   int parallel = 1;              // generations decoding together (continuous batching); more requests wait in the queue
   int max_connections = 64;      // connections served at once, each on its own thread; more wait
+  int max_connections_per_address = 0;  // connections one client address may hold at once (0: no limit); more get 429
   int read_timeout_seconds = 10;  // a client silent this long while sending, not reading a reply, or idle is dropped
   int request_timeout_seconds = 30;  // the most the server waits for one request's line, headers and body in all (408)
   std::optional<std::string> chat_template;  // replaces the model's template (its source text)

@@ -460,6 +460,52 @@ class Limits(unittest.TestCase):
         self.assertLess(waited, 8, "the server kept an idle connection past --timeout")
 
 
+class AddressLimit(unittest.TestCase):
+    """--max-connections-per-address: one address cannot take every connection thread."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(synth("server.gguf", "--preset", "tiny"), "--max-connections", "4",
+                            "--max-connections-per-address", "2", "--timeout", "3")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def health_from(self, address):
+        """GET /health from a local address of the loopback network (all of 127/8 is local)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=10, source_address=(address, 0))
+        conn.request("GET", "/health")
+        r = conn.getresponse()
+        reply = r.status, r.getheader("Retry-After"), r.read()
+        conn.close()
+        return reply
+
+    def test_a_third_connection_of_one_address_gets_429_while_others_are_served(self):
+        errors = re.escape('epq_request_errors_total{class="4xx"}')
+        errors_before = self.server.metric(errors)
+        slow = []
+        for _ in range(2):  # two silent connections from 127.0.0.3 hold its two slots
+            s = socket.create_connection(("127.0.0.1", self.server.port), timeout=30, source_address=("127.0.0.3", 0))
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # and then nothing
+            slow.append(s)
+        time.sleep(0.3)  # both are taken up by connection threads
+        start = time.time()
+        status, retry_after, body = self.health_from("127.0.0.3")
+        self.assertEqual(status, 429, body)
+        self.assertEqual(retry_after, "1")
+        self.assertIn("already holds 2 connections", json.loads(body)["error"]["message"])
+        self.assertEqual(self.health_from("127.0.0.4")[0], 200)  # another address goes on
+        self.assertLess(time.time() - start, 2.5, "a refusal or another address waited for the silent clients")
+        for s in slow:
+            while s.recv(4096):  # until --timeout drops them
+                pass
+            s.close()
+        time.sleep(0.3)  # the slots are given back as the connections end
+        self.assertEqual(self.health_from("127.0.0.3")[0], 200)
+        self.assertGreaterEqual(self.server.metric(errors) - errors_before, 1)
+
+
 class ReasoningTest(unittest.TestCase):
     def test_text_after_an_open_think_tag_is_reasoning_content(self):
         model = synth("server.gguf", "--preset", "tiny")
