@@ -60,6 +60,21 @@ void run_matmuls(ThreadPool& pool, std::span<const MatmulJob> jobs) {
   });
 }
 
+namespace {
+thread_local MatmulSharer* t_sharer = nullptr;
+}
+
+SharingMatmuls::SharingMatmuls(MatmulSharer* sharer) : previous_(t_sharer) { t_sharer = sharer; }
+SharingMatmuls::~SharingMatmuls() { t_sharer = previous_; }
+
+void run_model_matmuls(ThreadPool& pool, std::span<const MatmulJob> jobs) {
+  if (t_sharer) {
+    t_sharer->run(pool, jobs);
+  } else {
+    run_matmuls(pool, jobs);
+  }
+}
+
 MatmulJob matmul_job(const Matrix& w, QuantizedInput& input, float* out, size_t out_stride) {
   const quant::ActFormat f = quant::activation_format(w.type);
   return {&w, input.data(f), input.stride(f), input.n_tokens(), out, out_stride};

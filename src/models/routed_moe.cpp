@@ -74,7 +74,7 @@ void RoutedMoe::forward(ThreadPool& pool, const MoeWeights& w, const ExpertLayou
   const bool stale_gate = experts.wants_prediction() && w.next_router.data != nullptr;
   const MatmulJob router_jobs[] = {matmul_job(w.router, act.input, logits_.as<float>(), static_cast<size_t>(NE)),
                                    stale_gate ? matmul_job(w.next_router, act.input, next_logits_.as<float>(), static_cast<size_t>(NE)) : MatmulJob{}};
-  run_matmuls(pool, std::span(router_jobs, stale_gate ? 2 : 1));
+  run_model_matmuls(pool, std::span(router_jobs, stale_gate ? 2 : 1));
 
   std::vector<Assignment> assignments;
   Route route;

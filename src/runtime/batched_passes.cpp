@@ -1,7 +1,10 @@
 #include "runtime/batched_passes.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
+
+#include "quant/dot.h"
 
 #include "util/error.h"
 
@@ -9,10 +12,23 @@ namespace epq::runtime {
 
 namespace {
 thread_local bool t_joined = false;
+
+// Whether two passes' products read the same matrices with activations of the same layout.
+bool same_matrices(std::span<const MatmulJob> a, std::span<const MatmulJob> b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const Matrix &x = *a[i].w, &y = *b[i].w;
+    if (x.data != y.data || x.type != y.type || x.rows != y.rows || x.cols != y.cols || x.row_bytes != y.row_bytes ||
+        a[i].act_stride != b[i].act_stride) {
+      return false;
+    }
+  }
+  return true;
 }
+}  // namespace
 
 struct BatchedPasses::Pass {
-  enum class State { kRunnable, kBlocked };
+  enum class State { kRunnable, kBlocked, kSharing };  // kBlocked: in next(); kSharing: in a shared product
   int64_t n_tokens = 0;
   int32_t pos0 = 0;
   State state = State::kRunnable;
@@ -21,7 +37,9 @@ struct BatchedPasses::Pass {
   std::vector<int> own_index;  // per expert of the layer's union: its position in `experts`, or -1
   std::vector<models::ReadyExpert> delivery;  // what its next() returns
   bool layer_done = false;   // next() returns false
-  std::string error;         // next() throws
+  std::string error;         // next() or a shared product throws
+  std::span<const MatmulJob> products;  // kSharing: what it waits on
+  ThreadPool* pool = nullptr;
 };
 
 // The source one member's pass sees. Its methods run only while that member has the turn.
@@ -70,7 +88,43 @@ class BatchedPasses::MemberSource : public models::ExpertSource {
   Pass& p_;
 };
 
-BatchedPasses::BatchedPasses(StepHooks hooks) : hooks_(std::move(hooks)) {}
+// The products one member's pass shares. Runs only while that member has the turn.
+class BatchedPasses::MemberSharer : public MatmulSharer {
+ public:
+  MemberSharer(BatchedPasses& b, Pass& p) : b_(b), p_(p) {}
+  void run(ThreadPool& pool, std::span<const MatmulJob> jobs) override {
+    std::unique_lock lock(b_.mu_);
+    const bool wide = std::any_of(jobs.begin(), jobs.end(), [](const MatmulJob& j) { return j.n_tokens > quant::kMaxCols; });
+    if (b_.step_.size() == 1 || wide) {  // nobody to share with, or columns enough of its own
+      lock.unlock();
+      run_matmuls(pool, jobs);
+      return;
+    }
+    p_.products = jobs;
+    p_.pool = &pool;
+    p_.state = Pass::State::kSharing;
+    b_.advance(lock);
+    b_.wait_turn(lock, p_);
+    if (!p_.error.empty()) {
+      const std::string message = std::move(p_.error);
+      p_.error.clear();
+      throw Error(message);
+    }
+  }
+
+ private:
+  BatchedPasses& b_;
+  Pass& p_;
+};
+
+uint64_t BatchedPasses::shared_products_bytes(const models::ModelInfo& info) {
+  // Outputs of up to n_vocab rows (the output head, the widest product) and activations
+  // of up to 4 n_embd floats (any activation format is smaller) per column.
+  return static_cast<uint64_t>(kMaxSharedColumns) * sizeof(float) * (static_cast<uint64_t>(info.n_vocab) + 4 * static_cast<uint64_t>(info.n_embd));
+}
+
+BatchedPasses::BatchedPasses(StepHooks hooks, uint64_t shared_products_bytes)
+    : hooks_(std::move(hooks)), gather_limit_(shared_products_bytes) {}
 
 BatchedPasses::Membership::Membership(BatchedPasses& passes) : passes_(passes) {
   if (t_joined) fail("internal: a thread joined the batched passes twice");
@@ -132,7 +186,12 @@ void BatchedPasses::advance(std::unique_lock<std::mutex>& lock) {
         return;
       }
     }
-    serve_layer(lock);
+    const bool sharing = std::any_of(step_.begin(), step_.end(), [](const Pass* p) { return p->state == Pass::State::kSharing; });
+    if (sharing) {
+      serve_products(lock);
+    } else {
+      serve_layer(lock);
+    }
   }
 }
 
@@ -201,12 +260,85 @@ void BatchedPasses::serve_layer(std::unique_lock<std::mutex>& lock) {
   }
 }
 
+void BatchedPasses::serve_products(std::unique_lock<std::mutex>& lock) {
+  // The first waiting pass's matrices, with every other pass waiting on them, while the
+  // columns fit; the rest are served next time round.
+  std::vector<Pass*> group;
+  int64_t columns = 0;
+  for (Pass* p : step_) {
+    if (p->state != Pass::State::kSharing || (!group.empty() && !same_matrices(group.front()->products, p->products))) continue;
+    int64_t own = 0;
+    for (const MatmulJob& j : p->products) own = std::max(own, j.n_tokens);
+    if (!group.empty() && columns + own > kMaxSharedColumns) continue;
+    group.push_back(p);
+    columns += own;
+  }
+  ThreadPool& pool = *group.front()->pool;
+  lock.unlock();  // no pass runs while the products do
+  std::string error;
+  try {
+    if (group.size() == 1 || !run_gathered(pool, group)) {
+      for (const Pass* p : group) run_matmuls(pool, p->products);
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  lock.lock();
+  if (group.size() > 1) ++counts_.shared_products;
+  for (Pass* p : group) {
+    p->error = error;
+    p->products = {};
+    p->state = Pass::State::kRunnable;
+  }
+}
+
+bool BatchedPasses::run_gathered(ThreadPool& pool, const std::vector<Pass*>& group) {
+  const std::span<const MatmulJob> first = group.front()->products;
+  uint64_t act_bytes = 0, out_floats = 0;
+  std::vector<int64_t> columns(first.size(), 0);
+  for (size_t i = 0; i < first.size(); ++i) {
+    for (const Pass* p : group) columns[i] += p->products[i].n_tokens;
+    act_bytes += static_cast<uint64_t>(columns[i]) * first[i].act_stride;
+    out_floats += static_cast<uint64_t>(columns[i]) * static_cast<uint64_t>(first[i].w->rows);
+  }
+  if (act_bytes + out_floats * sizeof(float) > gather_limit_) return false;
+  if (gathered_act_.size() < act_bytes) gathered_act_.resize(act_bytes);
+  if (gathered_out_.size() < out_floats) gathered_out_.resize(out_floats);
+  // Job i's columns: each pass's tokens in turn, their activation rows copied side by side.
+  std::vector<MatmulJob> jobs(first.size());
+  uint8_t* act = gathered_act_.data();
+  float* out = gathered_out_.data();
+  for (size_t i = 0; i < first.size(); ++i) {
+    const size_t stride = first[i].act_stride;
+    const auto rows = static_cast<size_t>(first[i].w->rows);
+    jobs[i] = {first[i].w, act, stride, columns[i], out, rows};
+    for (const Pass* p : group) {
+      const MatmulJob& own = p->products[i];
+      std::memcpy(act, own.act, static_cast<size_t>(own.n_tokens) * stride);
+      act += static_cast<size_t>(own.n_tokens) * stride;
+    }
+    out += static_cast<size_t>(columns[i]) * rows;
+  }
+  run_matmuls(pool, jobs);
+  for (size_t i = 0; i < first.size(); ++i) {
+    const auto rows = static_cast<size_t>(first[i].w->rows);
+    const float* column = jobs[i].out;
+    for (const Pass* p : group) {
+      const MatmulJob& own = p->products[i];
+      for (int64_t t = 0; t < own.n_tokens; ++t, column += rows) std::memcpy(own.out + static_cast<size_t>(t) * own.out_stride, column, rows * sizeof(float));
+    }
+  }
+  return true;
+}
+
 void BatchedPasses::run(int64_t n_tokens, int32_t pos0, const std::function<void(models::ExpertSource&)>& pass) {
   if (!t_joined) fail("internal: a pass run batched by a thread that has not joined");
   Pass p;
   p.n_tokens = n_tokens;
   p.pos0 = pos0;
   MemberSource source(*this, p);
+  MemberSharer sharer(*this, p);
+  const SharingMatmuls sharing(&sharer);
   auto leave_step = [&] {
     std::unique_lock lock(mu_);
     step_.erase(std::find(step_.begin(), step_.end(), &p));

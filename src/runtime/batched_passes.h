@@ -16,6 +16,14 @@
 // An exception from the source ends the layer for every member waiting on it: each one's
 // next() throws an Error with the same message. A member whose own pass throws leaves
 // the step; the others go on.
+//
+// The products of the model's own weights (run_model_matmuls, core/matmul.h) are shared
+// the same way: a member that reaches one waits, and when no member can run, the products
+// of one matrix list that members wait on run once for all their tokens (gathered into
+// one batch of columns, up to kMaxSharedColumns; the outputs scattered back). Members
+// that wait on different matrices are served one list at a time. Products are served
+// before a layer's experts, and a pass with more than kMaxCols tokens in a product (a
+// prompt chunk, whose own tokens fill the kernels' columns) runs it alone at once.
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -23,7 +31,9 @@
 #include <string>
 #include <vector>
 
+#include "core/matmul.h"
 #include "models/expert_source.h"
+#include "models/model.h"
 
 namespace epq::runtime {
 
@@ -36,7 +46,12 @@ class BatchedPasses {
     std::function<models::ExpertSource&(int64_t n_tokens, int32_t pos0)> open;
     std::function<void(int64_t n_tokens)> close;
   };
-  explicit BatchedPasses(StepHooks hooks);
+  // Columns one shared product gathers at most.
+  static constexpr int64_t kMaxSharedColumns = 32;
+  // Bytes of the gathered columns and their outputs for the model: the memory plan's line.
+  static uint64_t shared_products_bytes(const models::ModelInfo& info);
+
+  BatchedPasses(StepHooks hooks, uint64_t shared_products_bytes);
 
   class Membership {
    public:
@@ -53,6 +68,7 @@ class BatchedPasses {
     uint64_t steps = 0;         // steps run
     uint64_t passes = 0;        // passes run in them
     uint64_t shared_steps = 0;  // steps of more than one pass
+    uint64_t shared_products = 0;  // product lists run once for more than one pass
   };
   Counts counts() const;
 
@@ -64,6 +80,7 @@ class BatchedPasses {
  private:
   struct Pass;
   class MemberSource;
+  class MemberSharer;
 
   bool step_can_start() const;
   void start_step();
@@ -71,6 +88,11 @@ class BatchedPasses {
   // turn to the next member that can run, serving the source when none can.
   void advance(std::unique_lock<std::mutex>& lock);
   void serve_layer(std::unique_lock<std::mutex>& lock);
+  // Runs the products of one matrix list that blocked passes wait on, for all of them.
+  void serve_products(std::unique_lock<std::mutex>& lock);
+  // The passes' products (the same matrices) as one batch of columns; false if the gather
+  // buffers would outgrow the plan's bytes (each then runs alone).
+  bool run_gathered(ThreadPool& pool, const std::vector<Pass*>& group);
   void wait_turn(std::unique_lock<std::mutex>& lock, const Pass& pass);
 
   StepHooks hooks_;
@@ -89,6 +111,10 @@ class BatchedPasses {
   int predicted_layer_ = -1;
   std::vector<models::ReadyExpert> batch_;
   Counts counts_;
+  // Gathered columns and outputs of a shared product (used with no pass computing).
+  const uint64_t gather_limit_;
+  std::vector<uint8_t> gathered_act_;
+  std::vector<float> gathered_out_;
 };
 
 }  // namespace epq::runtime

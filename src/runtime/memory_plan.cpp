@@ -1,9 +1,12 @@
 #include "runtime/memory_plan.h"
 
+#include "runtime/batched_passes.h"
+
 #include <algorithm>
 
 #include "core/thread_pool.h"
 #include "pager/next_layer_predictor.h"
+#include "runtime/batched_passes.h"
 #include "runtime/resident_loader.h"
 #include "runtime/session.h"
 #include "util/error.h"
@@ -71,6 +74,7 @@ MemoryPlan plan_memory(const gguf::File& file, const models::ModelInfo& info, co
   };
   if (in.prefetch_history) p.lines.push_back({"prefetch predictor", pager::NextLayerPredictor::memory_bytes(p.classes)});
   if (info.recurrent_bytes > 0) p.lines.push_back({sequences("recurrent-state snapshots"), n_seq * Session::snapshot_bytes(info)});
+  if (n_seq > 1) p.lines.push_back({"products shared across sequences", BatchedPasses::shared_products_bytes(info)});
   if (in.reserved_bytes > 0) p.lines.push_back({"server threads and request buffers", in.reserved_bytes});
   // A memory cgroup also charges the page tables that map all of this: 8 bytes per 4 KiB
   // page, 1/512 of the budget (upper table levels and slack: 1 MiB).

@@ -54,6 +54,9 @@ std::string Metrics::render(size_t queue_depth, size_t running, const runtime::B
          one("epq_batch_passes_total", static_cast<double>(steps.passes)));
   metric("epq_batch_shared_steps_total", "counter", "Steps that carried more than one sequence.",
          one("epq_batch_shared_steps_total", static_cast<double>(steps.shared_steps)));
+  metric("epq_batch_shared_products_total", "counter",
+         "Products of the model's own weights run once for the tokens of several sequences (one read of the matrix for all).",
+         one("epq_batch_shared_products_total", static_cast<double>(steps.shared_products)));
   if (paged_ || arena_bytes > 0) {
     metric("epq_pager_arena_bytes", "gauge", "Size of the expert arena.", one("epq_pager_arena_bytes", static_cast<double>(arena_bytes)));
     metric("epq_pager_hits_total", "counter", "Expert requests served from the arena.", one("epq_pager_hits_total", static_cast<double>(pager_.hits)));

@@ -64,30 +64,40 @@ def budget_at(model, fraction, parallel):
     return int(SERVER_RESERVE + minimum + (all_fit - minimum) * fraction)
 
 
+# The other architectures, synthesized (tiny): their text is noise, but noise decided by
+# every bit of the logits. Longer, so that the requests overlap on these fast models.
+ARCHITECTURES = ["qwen35moe", "laguna", "deepseek2", "xing4_0"]
+SYNTH_REQUESTS = [(p, 64 + 16 * i, dict(sampling, ignore_eos=True), streamed) for i, (p, _, sampling, streamed) in enumerate(REQUESTS)]
+
+
 class Batching(unittest.TestCase):
-    def replies(self, *args, parallel):
-        server = Server(DEMO_MODEL, "--ctx", "512", "--parallel", str(parallel), *args)
+    def replies(self, *args, parallel, model=DEMO_MODEL, requests=REQUESTS):
+        server = Server(model, "--ctx", "512", "--parallel", str(parallel), *args)
         try:
+            def shared():
+                return server.metric("epq_batch_shared_steps_total"), server.metric("epq_batch_shared_products_total")
             if parallel == 1:
-                return [ask(server, *r) for r in REQUESTS], server.metric("epq_batch_shared_steps_total")
-            with concurrent.futures.ThreadPoolExecutor(len(REQUESTS) + 1) as pool:
+                return [ask(server, *r) for r in requests], shared()
+            with concurrent.futures.ThreadPoolExecutor(len(requests) + 1) as pool:
                 futures = []
-                for i, r in enumerate(REQUESTS):
+                for i, r in enumerate(requests):
                     futures.append(pool.submit(ask, server, *r))
                     if i == 1:
                         pool.submit(abandon_stream, server, PROMPTS[3])
                     time.sleep(0.15)  # staggered: each joins the steps of those before it
                 texts = [f.result(timeout=300) for f in futures]
-            return texts, server.metric("epq_batch_shared_steps_total")
+            return texts, shared()
         finally:
             server.stop()
 
-    def check(self, *args):
-        alone, shared_alone = self.replies(*args, parallel=1)
-        together, shared = self.replies(*args, parallel=4)
-        print(f"{' '.join(args) or 'all in RAM'}: {int(shared)} steps shared by several sequences")
-        self.assertEqual(shared_alone, 0)
-        self.assertGreater(shared, 0, "the requests never decoded together")
+    def check(self, *args, **model_and_requests):
+        alone, (steps_alone, products_alone) = self.replies(*args, parallel=1, **model_and_requests)
+        together, (steps, products) = self.replies(*args, parallel=4, **model_and_requests)
+        print(f"{os.path.basename(model_and_requests.get('model', DEMO_MODEL))}, {' '.join(args) or 'all in RAM'}: "
+              f"{int(steps)} steps shared by several sequences, {int(products)} weight products run once for several")
+        self.assertEqual((steps_alone, products_alone), (0, 0))
+        self.assertGreater(steps, 0, "the requests never decoded together")
+        self.assertGreater(products, 0, "the sequences' products never ran together")
         for i, ((a, a_logprobs), (b, b_logprobs)) in enumerate(zip(alone, together)):
             self.assertTrue(a, f"request {i} generated nothing")
             self.assertEqual(a, b, f"request {i} ({REQUESTS[i][2]})")
@@ -99,6 +109,12 @@ class Batching(unittest.TestCase):
     def test_batched_sequences_get_their_tokens_alone_paged(self):
         # An arena of about a third of the experts: every step reads experts, shared by all.
         self.check("--ram-budget", str(budget_at(DEMO_MODEL, 0.3, 4)))
+
+    def test_every_architecture_keeps_its_numbers_batched(self):
+        for arch in ARCHITECTURES:
+            with self.subTest(arch=arch):
+                model = harness.synth(f"batching-{arch}.gguf", "--arch", arch, "--preset", "tiny")
+                self.check(model=model, requests=SYNTH_REQUESTS)
 
     def test_plan_counts_every_sequence(self):
         one = harness.plan(DEMO_MODEL, "--ram-budget", "64G", "--ctx", "512")

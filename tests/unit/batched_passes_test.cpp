@@ -68,7 +68,8 @@ TEST(BatchedPasses, MembersShareEachLayerAndGetTheirOwnExperts) {
                           step_tokens = n;
                           return source;
                         },
-                        [&](int64_t) { ++closed; }});
+                        [&](int64_t) { ++closed; }},
+                       0);
   constexpr int kMembers = 3, kLayers = 4;
   std::atomic<int> joined{0};
   std::vector<std::vector<std::set<int>>> got(kMembers);
@@ -104,7 +105,7 @@ TEST(BatchedPasses, MembersShareEachLayerAndGetTheirOwnExperts) {
 TEST(BatchedPasses, ASourceErrorFailsEveryMemberOfTheLayer) {
   FakeSource source;
   source.fail_at = 2;
-  BatchedPasses passes({[&](int64_t, int32_t) -> models::ExpertSource& { return source; }, [](int64_t) {}});
+  BatchedPasses passes({[&](int64_t, int32_t) -> models::ExpertSource& { return source; }, [](int64_t) {}}, 0);
   constexpr int kMembers = 2;
   std::atomic<int> joined{0}, failed{0};
   std::mutex mu;
@@ -134,7 +135,7 @@ TEST(BatchedPasses, ASourceErrorFailsEveryMemberOfTheLayer) {
 
 TEST(BatchedPasses, AMemberAloneRunsAtOnce) {
   FakeSource source;
-  BatchedPasses passes({[&](int64_t, int32_t) -> models::ExpertSource& { return source; }, [](int64_t) {}});
+  BatchedPasses passes({[&](int64_t, int32_t) -> models::ExpertSource& { return source; }, [](int64_t) {}}, 0);
   BatchedPasses::Membership member(passes);
   EXPECT_TRUE(BatchedPasses::joined());
   for (int i = 0; i < 3; ++i) passes.run(1, i, [&](models::ExpertSource& s) { member_pass(s, 0, 2); });
