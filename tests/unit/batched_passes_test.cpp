@@ -7,11 +7,18 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
+#include "core/matmul.h"
+#include "core/quantized_input.h"
+#include "core/thread_pool.h"
+#include "quant/dot.h"
+#include "quant/reference.h"
 #include "util/error.h"
 
 namespace epq::runtime {
@@ -142,6 +149,83 @@ TEST(BatchedPasses, AMemberAloneRunsAtOnce) {
   EXPECT_EQ(passes.counts().steps, 3u);
   EXPECT_EQ(passes.counts().shared_steps, 0u);
   EXPECT_EQ(source.begins.size(), 6u);
+}
+
+// A Q4_K matrix of `rows` x 256 with weights from `seed`.
+struct TestMatrix {
+  std::vector<uint8_t> bytes;
+  Matrix m;
+  TestMatrix(int64_t rows, int seed) {
+    m.type = quant::Type::Q4_K;
+    m.rows = rows;
+    m.cols = 256;
+    m.row_bytes = quant::row_bytes(m.type, m.cols);
+    bytes.resize(static_cast<size_t>(rows) * m.row_bytes);
+    std::vector<float> row(256);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int i = 0; i < 256; ++i) row[static_cast<size_t>(i)] = static_cast<float>(((r * 131 + i * 17 + seed * 7) % 41) - 20) / 13.0f;
+      quant::quantize_row(m.type, row.data(), bytes.data() + static_cast<size_t>(r) * m.row_bytes, 256);
+    }
+    m.data = bytes.data();
+  }
+};
+
+// Member m's products: `w` times its own activations (tokens rows, from m and the matrix's seed).
+std::vector<float> product(ThreadPool& pool, const Matrix& w, int m, int64_t tokens, bool shared) {
+  std::vector<float> x(static_cast<size_t>(tokens) * 256);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((static_cast<int>(i) * 29 + m * 11 + static_cast<int>(w.rows)) % 23 - 11) / 7.0f;
+  QuantizedInput input(tokens, 256);
+  input.set(x.data(), tokens, 256, 256);
+  std::vector<float> out(static_cast<size_t>(tokens * w.rows));
+  const MatmulJob job[] = {matmul_job(w, input, out.data(), static_cast<size_t>(w.rows))};
+  if (shared) {
+    run_model_matmuls(pool, job);
+  } else {
+    run_matmuls(pool, job);
+  }
+  return out;
+}
+
+TEST(BatchedPasses, MembersShareProductsOfTheSameMatricesAndKeepTheirBits) {
+  FakeSource source;
+  BatchedPasses passes({[&](int64_t, int32_t) -> models::ExpertSource& { return source; }, [](int64_t) {}}, 1 << 20);
+  ThreadPool pool(2);
+  const TestMatrix first(40, 1), extra(24, 2), last(56, 3);
+  // Member m has m + 1 tokens; member 0 alone has an extra product between the shared two,
+  // and member 2's tokens exceed kMaxCols in the last (it runs that one alone).
+  constexpr int kMembers = 3;
+  std::atomic<int> joined{0};
+  std::vector<std::vector<std::vector<float>>> got(kMembers);
+  std::vector<std::thread> threads;
+  for (int m = 0; m < kMembers; ++m) {
+    threads.emplace_back([&, m] {
+      BatchedPasses::Membership member(passes);
+      ++joined;
+      while (joined < kMembers) std::this_thread::yield();
+      passes.run(m + 1, 0, [&](models::ExpertSource& s) {
+        auto& mine = got[static_cast<size_t>(m)];
+        mine.push_back(product(pool, first.m, m, m + 1, true));
+        if (m == 0) mine.push_back(product(pool, extra.m, m, 1, true));
+        mine.push_back(product(pool, last.m, m, m == 2 ? quant::kMaxCols + 1 : m + 1, true));
+        member_pass(s, m, 1);
+      });
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int m = 0; m < kMembers; ++m) {
+    std::vector<std::vector<float>> alone = {product(pool, first.m, m, m + 1, false)};
+    if (m == 0) alone.push_back(product(pool, extra.m, m, 1, false));
+    alone.push_back(product(pool, last.m, m, m == 2 ? quant::kMaxCols + 1 : m + 1, false));
+    ASSERT_EQ(got[static_cast<size_t>(m)].size(), alone.size());
+    for (size_t k = 0; k < alone.size(); ++k) {
+      // The bits, not the values: memcmp tells -0 from 0 too.
+      EXPECT_EQ(std::memcmp(got[static_cast<size_t>(m)][k].data(), alone[k].data(), alone[k].size() * sizeof(float)), 0)
+          << "member " << m << " product " << k;
+    }
+  }
+  // `first` for all three, `last` for members 0 and 1 (member 2's is too wide to wait).
+  EXPECT_EQ(passes.counts().shared_products, 2u);
+  EXPECT_EQ(source.begins.size(), 1u);
 }
 
 }  // namespace
