@@ -67,7 +67,7 @@ thread_local MatmulSharer* t_sharer = nullptr;
 SharingMatmuls::SharingMatmuls(MatmulSharer* sharer) : previous_(t_sharer) { t_sharer = sharer; }
 SharingMatmuls::~SharingMatmuls() { t_sharer = previous_; }
 
-void run_model_matmuls(ThreadPool& pool, std::span<const MatmulJob> jobs) {
+void run_shared_matmuls(ThreadPool& pool, std::span<const MatmulJob> jobs) {
   if (t_sharer) {
     t_sharer->run(pool, jobs);
   } else {

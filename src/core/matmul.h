@@ -25,11 +25,12 @@ struct MatmulJob {
 
 void run_matmuls(ThreadPool& pool, std::span<const MatmulJob> jobs);
 
-// Several sequences' forward passes that run as one step (runtime/batched_passes.h) read
-// the same weight matrices. A thread that computes such a pass has a sharer, which runs
-// its products together with the other passes' products of the same matrices: one read
-// of each weight row for every pass's tokens. A kernel gives a column the same bits
-// whatever columns share its call (quant/dot.h), so sharing never changes a number.
+// Several sequences' forward passes that run as one step (runtime/batched_passes.h)
+// multiply the same matrices: the model's own weights, and the experts that several of
+// them chose. A thread that computes such a pass has a sharer, which runs its products
+// together with the other passes', each matrix once for all their tokens: one read of
+// each weight row for every pass. A kernel gives a column the same bits whatever
+// columns share its call (quant/dot.h), so sharing never changes a number.
 class MatmulSharer {
  public:
   virtual ~MatmulSharer() = default;
@@ -46,10 +47,9 @@ class SharingMatmuls {
  private:
   MatmulSharer* previous_;
 };
-// Products of the model's own weights, which every sequence's pass reads: through the
-// calling thread's sharer if it has one, else run_matmuls. (A routed expert's products
-// take run_matmuls: only the passes that chose it read it.)
-void run_model_matmuls(ThreadPool& pool, std::span<const MatmulJob> jobs);
+// The products of a forward pass: through the calling thread's sharer if it has one,
+// else run_matmuls.
+void run_shared_matmuls(ThreadPool& pool, std::span<const MatmulJob> jobs);
 
 // The job that multiplies w with every token of `input` (quantized to w's format on
 // first use): out[t * out_stride + r].

@@ -29,7 +29,7 @@ void OutputHead::logits(ThreadPool& pool, Activations& act, int64_t first, int64
   for (int64_t t = 0; t < n_tokens; ++t) ops::rms_norm(act.x.as<float>() + (first + t) * E, norm_, eps_, E, xn + t * E);
   act.input.set(xn, n_tokens, E, static_cast<size_t>(E));
   const MatmulJob job[] = {matmul_job(output_, act.input, logits, static_cast<size_t>(output_.rows))};
-  run_model_matmuls(pool, job);
+  run_shared_matmuls(pool, job);
 }
 
 }  // namespace epq::models

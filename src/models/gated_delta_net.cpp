@@ -57,7 +57,7 @@ void GatedDeltaNet::forward(ThreadPool& pool, const DeltaNetWeights& w, int slot
                             matmul_job(w.beta, act.input, beta_.as<float>(), static_cast<size_t>(Hv)),
                             matmul_job(w.alpha, act.input, alpha_.as<float>(), static_cast<size_t>(Hv))};
   std::copy_n(conv_state, (K - 1) * CD, conv_in);
-  run_model_matmuls(pool, proj);
+  run_shared_matmuls(pool, proj);
   std::copy_n(conv_in + T * CD, (K - 1) * CD, conv_state);  // the last K-1 inputs, for the next call
 
   // Causal depthwise conv and SiLU, then per-head L2 norms (q also scaled by 1/sqrt(S)),
@@ -109,7 +109,7 @@ void GatedDeltaNet::forward(ThreadPool& pool, const DeltaNetWeights& w, int slot
   });
   o_input_.set(o_.as<float>(), T, VD, static_cast<size_t>(VD));
   const MatmulJob out[] = {matmul_job(w.out, o_input_, act.out.as<float>(), static_cast<size_t>(s_.n_embd))};
-  run_model_matmuls(pool, out);
+  run_shared_matmuls(pool, out);
 }
 
 }  // namespace epq::models

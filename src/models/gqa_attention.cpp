@@ -90,7 +90,7 @@ void GqaAttention::forward(ThreadPool& pool, const GqaWeights& w, int slot, Acti
                        matmul_job(w.wv, act.input, v_.as<float>(), static_cast<size_t>(KV))};
   size_t n_jobs = 3;
   if (s_.gate == Gate::kSoftplus) jobs[n_jobs++] = matmul_job(w.gate, act.input, gate_.as<float>(), static_cast<size_t>(w.gate.rows));
-  run_model_matmuls(pool, std::span(jobs, n_jobs));
+  run_shared_matmuls(pool, std::span(jobs, n_jobs));
 
   // kSigmoidInQuery: query head h is at [2hD, 2hD + D) of its token's row, its gate right
   // after. Then per-head norms and rope, and K and V enter the cache as F16.
@@ -125,7 +125,7 @@ void GqaAttention::forward(ThreadPool& pool, const GqaWeights& w, int slot, Acti
 
   attn_input_.set(attn_.as<float>(), T, Q, static_cast<size_t>(Q));
   const MatmulJob out[] = {matmul_job(w.wo, attn_input_, act.out.as<float>(), static_cast<size_t>(s_.n_embd))};
-  run_model_matmuls(pool, out);
+  run_shared_matmuls(pool, out);
 }
 
 void GqaAttention::apply_gate(ThreadPool& pool, const GqaWeights& w, int64_t T) {

@@ -39,7 +39,7 @@ void HyperConnections::begin_sublayer(ThreadPool& pool, const HcWeights& w, Acti
   });
   normed_input_.set(normed_.as<float>(), T, width, static_cast<size_t>(width));
   const MatmulJob job[] = {matmul_job(w.fn, normed_input_, mix_.as<float>(), static_cast<size_t>(M))};
-  run_model_matmuls(pool, job);
+  run_shared_matmuls(pool, job);
   pool.run(T, [&](int64_t t, int) {
     float* m = mix_.as<float>() + t * M;
     for (int64_t s = 0; s < n; ++s) m[s] = ops::sigmoid(m[s] * w.scale[0] + w.base[s]);                    // pre

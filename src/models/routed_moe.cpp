@@ -74,7 +74,7 @@ void RoutedMoe::forward(ThreadPool& pool, const MoeWeights& w, const ExpertLayou
   const bool stale_gate = experts.wants_prediction() && w.next_router.data != nullptr;
   const MatmulJob router_jobs[] = {matmul_job(w.router, act.input, logits_.as<float>(), static_cast<size_t>(NE)),
                                    stale_gate ? matmul_job(w.next_router, act.input, next_logits_.as<float>(), static_cast<size_t>(NE)) : MatmulJob{}};
-  run_model_matmuls(pool, std::span(router_jobs, stale_gate ? 2 : 1));
+  run_shared_matmuls(pool, std::span(router_jobs, stale_gate ? 2 : 1));
 
   std::vector<Assignment> assignments;
   Route route;
@@ -139,7 +139,7 @@ void RoutedMoe::forward(ThreadPool& pool, const MoeWeights& w, const ExpertLayou
       jobs.push_back({&r.gate, gathered[0] + a0 * in_stride[0], in_stride[0], n, gate_out + a0 * F, static_cast<size_t>(F)});
       jobs.push_back({&r.up, gathered[1] + a0 * in_stride[1], in_stride[1], n, up_out + a0 * F, static_cast<size_t>(F)});
     }
-    run_matmuls(pool, jobs);
+    run_shared_matmuls(pool, jobs);
     jobs.clear();
     for (const ReadyExpert& r : ready) {
       const int a0 = begin[static_cast<size_t>(r.index)], a1 = begin[static_cast<size_t>(r.index) + 1];
@@ -152,7 +152,7 @@ void RoutedMoe::forward(ThreadPool& pool, const MoeWeights& w, const ExpertLayou
       jobs.push_back({&r.down, hidden_act_.data() + static_cast<size_t>(a0) * hid_stride, hid_stride, a1 - a0,
                       down_out + static_cast<size_t>(a0) * E, static_cast<size_t>(E)});
     }
-    run_matmuls(pool, jobs);
+    run_shared_matmuls(pool, jobs);
   }
 
   // Sum the weighted expert outputs of each token in top-k order (never arrival order).

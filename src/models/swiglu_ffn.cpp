@@ -28,11 +28,11 @@ void SwigluFfn::forward(ThreadPool& pool, const FfnWeights& w, Activations& act,
   float* g = gate_out_.as<float>();
   const MatmulJob gate_up[] = {matmul_job(w.gate, act.input, g, static_cast<size_t>(F)),
                                matmul_job(w.up, act.input, up_out_.as<float>(), static_cast<size_t>(F))};
-  run_model_matmuls(pool, gate_up);
+  run_shared_matmuls(pool, gate_up);
   pool.run(T, [&](int64_t t, int) { ops::swiglu(g + t * F, up_out_.as<float>() + t * F, F, g + t * F); });
   hidden_.set(g, T, F, static_cast<size_t>(F));
   const MatmulJob down[] = {matmul_job(w.down, hidden_, down_out_.as<float>(), static_cast<size_t>(E))};
-  run_model_matmuls(pool, down);
+  run_shared_matmuls(pool, down);
   pool.run(T, [&](int64_t t, int) {
     const float* h = act.xn.as<float>() + t * E;
     float* y = down_out_.as<float>() + t * E;

@@ -13,25 +13,18 @@ namespace epq::runtime {
 namespace {
 thread_local bool t_joined = false;
 
-// Whether two passes' products read the same matrices with activations of the same layout.
-bool same_matrices(std::span<const MatmulJob> a, std::span<const MatmulJob> b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const Matrix &x = *a[i].w, &y = *b[i].w;
-    if (x.data != y.data || x.type != y.type || x.rows != y.rows || x.cols != y.cols || x.row_bytes != y.row_bytes ||
-        a[i].act_stride != b[i].act_stride) {
-      return false;
-    }
-  }
-  return true;
+// Whether two products read the same matrix with activations of the same layout.
+bool same_matrix(const MatmulJob& a, const MatmulJob& b) {
+  const Matrix &x = *a.w, &y = *b.w;
+  return x.data == y.data && x.type == y.type && x.rows == y.rows && x.cols == y.cols && x.row_bytes == y.row_bytes &&
+         a.act_stride == b.act_stride;
 }
 }  // namespace
 
 struct BatchedPasses::Pass {
-  enum class State { kRunnable, kBlocked, kSharing };  // kBlocked: in next(); kSharing: in a shared product
   int64_t n_tokens = 0;
   int32_t pos0 = 0;
-  State state = State::kRunnable;
+  PassState state = PassState::kRunnable;
   int layer = -1;            // of its last begin()
   std::vector<int> experts;  // what it asked for there
   std::vector<int> own_index;  // per expert of the layer's union: its position in `experts`, or -1
@@ -40,6 +33,7 @@ struct BatchedPasses::Pass {
   std::string error;         // next() or a shared product throws
   std::span<const MatmulJob> products;  // kSharing: what it waits on
   ThreadPool* pool = nullptr;
+  std::condition_variable turn;  // notified when it gets the turn (only its thread waits on it)
 };
 
 // The source one member's pass sees. Its methods run only while that member has the turn.
@@ -66,14 +60,7 @@ class BatchedPasses::MemberSource : public models::ExpertSource {
   bool next(std::vector<models::ReadyExpert>& ready) override {
     std::unique_lock lock(b_.mu_);
     ready.clear();
-    p_.state = Pass::State::kBlocked;
-    b_.advance(lock);
-    b_.wait_turn(lock, p_);
-    if (!p_.error.empty()) {
-      const std::string message = std::move(p_.error);
-      p_.error.clear();
-      throw Error(message);
-    }
+    b_.block(lock, p_, PassState::kBlocked);
     if (p_.layer_done) {
       p_.layer_done = false;
       return false;
@@ -102,14 +89,7 @@ class BatchedPasses::MemberSharer : public MatmulSharer {
     }
     p_.products = jobs;
     p_.pool = &pool;
-    p_.state = Pass::State::kSharing;
-    b_.advance(lock);
-    b_.wait_turn(lock, p_);
-    if (!p_.error.empty()) {
-      const std::string message = std::move(p_.error);
-      p_.error.clear();
-      throw Error(message);
-    }
+    b_.block(lock, p_, PassState::kSharing);
   }
 
  private:
@@ -162,12 +142,27 @@ void BatchedPasses::start_step() {
   layer_ = -1;
   predicted_.clear();
   predicted_layer_ = -1;
-  turn_ = step_.front();
-  cv_.notify_all();
+  give_turn(step_.front());
 }
 
-void BatchedPasses::wait_turn(std::unique_lock<std::mutex>& lock, const Pass& pass) {
-  cv_.wait(lock, [&] { return turn_ == &pass; });
+void BatchedPasses::give_turn(Pass* pass) {
+  turn_ = pass;
+  pass->turn.notify_one();
+}
+
+void BatchedPasses::wait_turn(std::unique_lock<std::mutex>& lock, Pass& pass) {
+  pass.turn.wait(lock, [&] { return turn_ == &pass; });
+}
+
+void BatchedPasses::block(std::unique_lock<std::mutex>& lock, Pass& pass, PassState state) {
+  pass.state = state;
+  advance(lock);
+  wait_turn(lock, pass);
+  if (!pass.error.empty()) {
+    const std::string message = std::move(pass.error);
+    pass.error.clear();
+    throw Error(message);
+  }
 }
 
 void BatchedPasses::advance(std::unique_lock<std::mutex>& lock) {
@@ -180,13 +175,12 @@ void BatchedPasses::advance(std::unique_lock<std::mutex>& lock) {
       return;
     }
     for (Pass* p : step_) {
-      if (p->state == Pass::State::kRunnable) {
-        turn_ = p;
-        cv_.notify_all();
+      if (p->state == PassState::kRunnable) {
+        give_turn(p);
         return;
       }
     }
-    const bool sharing = std::any_of(step_.begin(), step_.end(), [](const Pass* p) { return p->state == Pass::State::kSharing; });
+    const bool sharing = std::any_of(step_.begin(), step_.end(), [](const Pass* p) { return p->state == PassState::kSharing; });
     if (sharing) {
       serve_products(lock);
     } else {
@@ -237,7 +231,7 @@ void BatchedPasses::serve_layer(std::unique_lock<std::mutex>& lock) {
       layer_ = -1;
       for (Pass* p : asking) {
         p->layer_done = true;
-        p->state = Pass::State::kRunnable;
+        p->state = PassState::kRunnable;
       }
       return;
     }
@@ -246,7 +240,7 @@ void BatchedPasses::serve_layer(std::unique_lock<std::mutex>& lock) {
     layer_ = -1;
     for (Pass* p : asking) {
       p->error = e.what();
-      p->state = Pass::State::kRunnable;
+      p->state = PassState::kRunnable;
     }
     return;
   }
@@ -256,79 +250,102 @@ void BatchedPasses::serve_layer(std::unique_lock<std::mutex>& lock) {
       const int own = p->own_index[static_cast<size_t>(r.index)];
       if (own >= 0) p->delivery.push_back({own, r.gate, r.up, r.down});
     }
-    if (!p->delivery.empty()) p->state = Pass::State::kRunnable;
+    if (!p->delivery.empty()) p->state = PassState::kRunnable;
   }
 }
 
-void BatchedPasses::serve_products(std::unique_lock<std::mutex>& lock) {
-  // The first waiting pass's matrices, with every other pass waiting on them, while the
-  // columns fit; the rest are served next time round.
-  std::vector<Pass*> group;
+// One matrix's product for the passes that asked for it: their jobs, in turn order.
+struct BatchedPasses::SharedProduct {
+  std::vector<const MatmulJob*> parts;
   int64_t columns = 0;
+  uint64_t bytes = 0;  // its gathered activations and outputs (0 for a single part, run in place)
+};
+
+void BatchedPasses::serve_products(std::unique_lock<std::mutex>& lock) {
+  // Every waiting pass whose products still fit the gather buffers beside the others'
+  // (the rest are served next time round), each matrix once.
+  std::vector<SharedProduct> products;
+  std::vector<Pass*> served;
   for (Pass* p : step_) {
-    if (p->state != Pass::State::kSharing || (!group.empty() && !same_matrices(group.front()->products, p->products))) continue;
-    int64_t own = 0;
-    for (const MatmulJob& j : p->products) own = std::max(own, j.n_tokens);
-    if (!group.empty() && columns + own > kMaxSharedColumns) continue;
-    group.push_back(p);
-    columns += own;
+    if (p->state != PassState::kSharing) continue;
+    std::vector<SharedProduct> with = products;
+    for (const MatmulJob& job : p->products) {
+      auto it = std::find_if(with.begin(), with.end(), [&](const SharedProduct& s) { return same_matrix(*s.parts.front(), job); });
+      if (it == with.end()) it = with.insert(with.end(), SharedProduct{});
+      it->parts.push_back(&job);
+      it->columns += job.n_tokens;
+    }
+    uint64_t with_bytes = 0;
+    bool fits = true;
+    for (SharedProduct& s : with) {
+      const MatmulJob& j = *s.parts.front();
+      s.bytes = s.parts.size() == 1 ? 0 : static_cast<uint64_t>(s.columns) * (j.act_stride + static_cast<uint64_t>(j.w->rows) * sizeof(float));
+      with_bytes += s.bytes;
+      fits = fits && (s.parts.size() == 1 || s.columns <= kMaxSharedColumns);
+    }
+    if (!served.empty() && (!fits || with_bytes > gather_limit_)) continue;
+    products = std::move(with);
+    served.push_back(p);
   }
-  ThreadPool& pool = *group.front()->pool;
+  ThreadPool& pool = *served.front()->pool;
   lock.unlock();  // no pass runs while the products do
   std::string error;
   try {
-    if (group.size() == 1 || !run_gathered(pool, group)) {
-      for (const Pass* p : group) run_matmuls(pool, p->products);
+    if (served.size() == 1) {
+      run_matmuls(pool, served.front()->products);
+    } else {
+      run_shared(pool, products);
     }
   } catch (const std::exception& e) {
     error = e.what();
   }
   lock.lock();
-  if (group.size() > 1) ++counts_.shared_products;
-  for (Pass* p : group) {
+  for (const SharedProduct& s : products) counts_.shared_products += s.parts.size() > 1;
+  for (Pass* p : served) {
     p->error = error;
     p->products = {};
-    p->state = Pass::State::kRunnable;
+    p->state = PassState::kRunnable;
   }
 }
 
-bool BatchedPasses::run_gathered(ThreadPool& pool, const std::vector<Pass*>& group) {
-  const std::span<const MatmulJob> first = group.front()->products;
+void BatchedPasses::run_shared(ThreadPool& pool, const std::vector<SharedProduct>& products) {
   uint64_t act_bytes = 0, out_floats = 0;
-  std::vector<int64_t> columns(first.size(), 0);
-  for (size_t i = 0; i < first.size(); ++i) {
-    for (const Pass* p : group) columns[i] += p->products[i].n_tokens;
-    act_bytes += static_cast<uint64_t>(columns[i]) * first[i].act_stride;
-    out_floats += static_cast<uint64_t>(columns[i]) * static_cast<uint64_t>(first[i].w->rows);
+  for (const SharedProduct& s : products) {
+    if (s.parts.size() == 1) continue;
+    act_bytes += static_cast<uint64_t>(s.columns) * s.parts.front()->act_stride;
+    out_floats += static_cast<uint64_t>(s.columns) * static_cast<uint64_t>(s.parts.front()->w->rows);
   }
-  if (act_bytes + out_floats * sizeof(float) > gather_limit_) return false;
   if (gathered_act_.size() < act_bytes) gathered_act_.resize(act_bytes);
   if (gathered_out_.size() < out_floats) gathered_out_.resize(out_floats);
-  // Job i's columns: each pass's tokens in turn, their activation rows copied side by side.
-  std::vector<MatmulJob> jobs(first.size());
+  // A matrix of several parts: their tokens' activation rows side by side as its columns.
+  std::vector<MatmulJob> jobs;
   uint8_t* act = gathered_act_.data();
   float* out = gathered_out_.data();
-  for (size_t i = 0; i < first.size(); ++i) {
-    const size_t stride = first[i].act_stride;
-    const auto rows = static_cast<size_t>(first[i].w->rows);
-    jobs[i] = {first[i].w, act, stride, columns[i], out, rows};
-    for (const Pass* p : group) {
-      const MatmulJob& own = p->products[i];
-      std::memcpy(act, own.act, static_cast<size_t>(own.n_tokens) * stride);
-      act += static_cast<size_t>(own.n_tokens) * stride;
+  for (const SharedProduct& s : products) {
+    const MatmulJob& first = *s.parts.front();
+    if (s.parts.size() == 1) {
+      jobs.push_back(first);
+      continue;
     }
-    out += static_cast<size_t>(columns[i]) * rows;
+    const size_t rows = static_cast<size_t>(first.w->rows);
+    jobs.push_back({first.w, act, first.act_stride, s.columns, out, rows});
+    for (const MatmulJob* part : s.parts) {
+      std::memcpy(act, part->act, static_cast<size_t>(part->n_tokens) * first.act_stride);
+      act += static_cast<size_t>(part->n_tokens) * first.act_stride;
+    }
+    out += static_cast<size_t>(s.columns) * rows;
   }
   run_matmuls(pool, jobs);
-  for (size_t i = 0; i < first.size(); ++i) {
-    const auto rows = static_cast<size_t>(first[i].w->rows);
+  for (size_t i = 0; i < products.size(); ++i) {
+    if (products[i].parts.size() == 1) continue;
+    const size_t rows = static_cast<size_t>(jobs[i].w->rows);
     const float* column = jobs[i].out;
-    for (const Pass* p : group) {
-      const MatmulJob& own = p->products[i];
-      for (int64_t t = 0; t < own.n_tokens; ++t, column += rows) std::memcpy(own.out + static_cast<size_t>(t) * own.out_stride, column, rows * sizeof(float));
+    for (const MatmulJob* part : products[i].parts) {
+      for (int64_t t = 0; t < part->n_tokens; ++t, column += rows) {
+        std::memcpy(part->out + static_cast<size_t>(t) * part->out_stride, column, rows * sizeof(float));
+      }
     }
   }
-  return true;
 }
 
 void BatchedPasses::run(int64_t n_tokens, int32_t pos0, const std::function<void(models::ExpertSource&)>& pass) {

@@ -17,12 +17,13 @@
 // next() throws an Error with the same message. A member whose own pass throws leaves
 // the step; the others go on.
 //
-// The products of the model's own weights (run_model_matmuls, core/matmul.h) are shared
-// the same way: a member that reaches one waits, and when no member can run, the products
-// of one matrix list that members wait on run once for all their tokens (gathered into
-// one batch of columns, up to kMaxSharedColumns; the outputs scattered back). Members
-// that wait on different matrices are served one list at a time. Products are served
-// before a layer's experts, and a pass with more than kMaxCols tokens in a product (a
+// Matrix products are shared the same way (run_shared_matmuls, core/matmul.h): a member
+// that reaches some waits, and when no member can run, the products every waiting member
+// asked for run as one parallel loop, where each matrix that several of them multiply
+// runs once for all their tokens (gathered into one batch of up to kMaxSharedColumns
+// columns, the outputs scattered back): the same attention projection of every
+// sequence, or an expert that several sequences chose. Products are served before a
+// layer's experts are fetched, and a pass with more than kMaxCols tokens in a product (a
 // prompt chunk, whose own tokens fill the kernels' columns) runs it alone at once.
 #include <condition_variable>
 #include <cstdint>
@@ -68,7 +69,7 @@ class BatchedPasses {
     uint64_t steps = 0;         // steps run
     uint64_t passes = 0;        // passes run in them
     uint64_t shared_steps = 0;  // steps of more than one pass
-    uint64_t shared_products = 0;  // product lists run once for more than one pass
+    uint64_t shared_products = 0;  // matrix products run once for more than one pass
   };
   Counts counts() const;
 
@@ -78,6 +79,7 @@ class BatchedPasses {
   void run(int64_t n_tokens, int32_t pos0, const std::function<void(models::ExpertSource&)>& pass);
 
  private:
+  enum class PassState { kRunnable, kBlocked, kSharing };  // kBlocked: in next(); kSharing: in a shared product
   struct Pass;
   class MemberSource;
   class MemberSharer;
@@ -88,16 +90,19 @@ class BatchedPasses {
   // turn to the next member that can run, serving the source when none can.
   void advance(std::unique_lock<std::mutex>& lock);
   void serve_layer(std::unique_lock<std::mutex>& lock);
-  // Runs the products of one matrix list that blocked passes wait on, for all of them.
+  struct SharedProduct;
+  // Runs the products the blocked passes wait on, each matrix once for all their tokens.
   void serve_products(std::unique_lock<std::mutex>& lock);
-  // The passes' products (the same matrices) as one batch of columns; false if the gather
-  // buffers would outgrow the plan's bytes (each then runs alone).
-  bool run_gathered(ThreadPool& pool, const std::vector<Pass*>& group);
-  void wait_turn(std::unique_lock<std::mutex>& lock, const Pass& pass);
+  void run_shared(ThreadPool& pool, const std::vector<SharedProduct>& products);
+  // Wakes only the thread of the pass that gets the turn.
+  void give_turn(Pass* pass);
+  void wait_turn(std::unique_lock<std::mutex>& lock, Pass& pass);
+  // With the lock held, by a pass's own thread: it waits in `state` until it has the turn
+  // again, and throws the error it was given meanwhile, if any.
+  void block(std::unique_lock<std::mutex>& lock, Pass& pass, PassState state);
 
   StepHooks hooks_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;
   int members_ = 0;
   std::vector<Pass*> waiting_;  // passes asked for, for the next step
   std::vector<Pass*> step_;     // the running step's passes, in turn order

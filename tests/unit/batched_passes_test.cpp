@@ -66,6 +66,22 @@ std::vector<std::set<int>> member_pass(models::ExpertSource& source, int m, int 
   return got;
 }
 
+// Runs body(m) on a thread of its own for each of n members, once all have joined.
+template <typename Body>
+void run_members(BatchedPasses& passes, int n, Body body) {
+  std::atomic<int> joined{0};
+  std::vector<std::thread> threads;
+  for (int m = 0; m < n; ++m) {
+    threads.emplace_back([&, m] {
+      BatchedPasses::Membership member(passes);
+      ++joined;
+      while (joined < n) std::this_thread::yield();  // all join before the first pass
+      body(m);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
 TEST(BatchedPasses, MembersShareEachLayerAndGetTheirOwnExperts) {
   FakeSource source;
   int opened = 0, closed = 0;
@@ -78,18 +94,10 @@ TEST(BatchedPasses, MembersShareEachLayerAndGetTheirOwnExperts) {
                         [&](int64_t) { ++closed; }},
                        0);
   constexpr int kMembers = 3, kLayers = 4;
-  std::atomic<int> joined{0};
   std::vector<std::vector<std::set<int>>> got(kMembers);
-  std::vector<std::thread> threads;
-  for (int m = 0; m < kMembers; ++m) {
-    threads.emplace_back([&, m] {
-      BatchedPasses::Membership member(passes);
-      ++joined;
-      while (joined < kMembers) std::this_thread::yield();  // all join before the first pass
-      passes.run(m + 1, 0, [&](models::ExpertSource& s) { got[static_cast<size_t>(m)] = member_pass(s, m, kLayers); });
-    });
-  }
-  for (auto& t : threads) t.join();
+  run_members(passes, kMembers, [&](int m) {
+    passes.run(m + 1, 0, [&](models::ExpertSource& s) { got[static_cast<size_t>(m)] = member_pass(s, m, kLayers); });
+  });
   EXPECT_EQ(opened, 1);
   EXPECT_EQ(closed, 1);
   EXPECT_EQ(step_tokens, 1 + 2 + 3);
@@ -114,28 +122,21 @@ TEST(BatchedPasses, ASourceErrorFailsEveryMemberOfTheLayer) {
   source.fail_at = 2;
   BatchedPasses passes({[&](int64_t, int32_t) -> models::ExpertSource& { return source; }, [](int64_t) {}}, 0);
   constexpr int kMembers = 2;
-  std::atomic<int> joined{0}, failed{0};
+  std::atomic<int> failed{0};
   std::mutex mu;
   std::vector<std::string> messages;
-  std::vector<std::thread> threads;
-  for (int m = 0; m < kMembers; ++m) {
-    threads.emplace_back([&, m] {
-      BatchedPasses::Membership member(passes);
-      ++joined;
-      while (joined < kMembers) std::this_thread::yield();
-      try {
-        passes.run(1, 0, [&](models::ExpertSource& s) { member_pass(s, m, 4); });
-      } catch (const Error& e) {
-        ++failed;
-        std::lock_guard lock(mu);
-        messages.push_back(e.what());
-      }
-      // The member goes on: its next pass (another step) works.
-      source.fail_at = -1;
-      passes.run(1, 0, [&](models::ExpertSource& s) { member_pass(s, m, 1); });
-    });
-  }
-  for (auto& t : threads) t.join();
+  run_members(passes, kMembers, [&](int m) {
+    try {
+      passes.run(1, 0, [&](models::ExpertSource& s) { member_pass(s, m, 4); });
+    } catch (const Error& e) {
+      ++failed;
+      std::lock_guard lock(mu);
+      messages.push_back(e.what());
+    }
+    // The member goes on: its next pass (another step) works.
+    source.fail_at = -1;
+    passes.run(1, 0, [&](models::ExpertSource& s) { member_pass(s, m, 1); });
+  });
   EXPECT_EQ(failed, kMembers);
   for (const std::string& m : messages) EXPECT_EQ(m, "read failed");
 }
@@ -179,7 +180,7 @@ std::vector<float> product(ThreadPool& pool, const Matrix& w, int m, int64_t tok
   std::vector<float> out(static_cast<size_t>(tokens * w.rows));
   const MatmulJob job[] = {matmul_job(w, input, out.data(), static_cast<size_t>(w.rows))};
   if (shared) {
-    run_model_matmuls(pool, job);
+    run_shared_matmuls(pool, job);
   } else {
     run_matmuls(pool, job);
   }
@@ -194,24 +195,16 @@ TEST(BatchedPasses, MembersShareProductsOfTheSameMatricesAndKeepTheirBits) {
   // Member m has m + 1 tokens; member 0 alone has an extra product between the shared two,
   // and member 2's tokens exceed kMaxCols in the last (it runs that one alone).
   constexpr int kMembers = 3;
-  std::atomic<int> joined{0};
   std::vector<std::vector<std::vector<float>>> got(kMembers);
-  std::vector<std::thread> threads;
-  for (int m = 0; m < kMembers; ++m) {
-    threads.emplace_back([&, m] {
-      BatchedPasses::Membership member(passes);
-      ++joined;
-      while (joined < kMembers) std::this_thread::yield();
-      passes.run(m + 1, 0, [&](models::ExpertSource& s) {
-        auto& mine = got[static_cast<size_t>(m)];
-        mine.push_back(product(pool, first.m, m, m + 1, true));
-        if (m == 0) mine.push_back(product(pool, extra.m, m, 1, true));
-        mine.push_back(product(pool, last.m, m, m == 2 ? quant::kMaxCols + 1 : m + 1, true));
-        member_pass(s, m, 1);
-      });
+  run_members(passes, kMembers, [&](int m) {
+    passes.run(m + 1, 0, [&](models::ExpertSource& s) {
+      auto& mine = got[static_cast<size_t>(m)];
+      mine.push_back(product(pool, first.m, m, m + 1, true));
+      if (m == 0) mine.push_back(product(pool, extra.m, m, 1, true));
+      mine.push_back(product(pool, last.m, m, m == 2 ? quant::kMaxCols + 1 : m + 1, true));
+      member_pass(s, m, 1);
     });
-  }
-  for (auto& t : threads) t.join();
+  });
   for (int m = 0; m < kMembers; ++m) {
     std::vector<std::vector<float>> alone = {product(pool, first.m, m, m + 1, false)};
     if (m == 0) alone.push_back(product(pool, extra.m, m, 1, false));
@@ -223,8 +216,10 @@ TEST(BatchedPasses, MembersShareProductsOfTheSameMatricesAndKeepTheirBits) {
           << "member " << m << " product " << k;
     }
   }
-  // `first` for all three, `last` for members 0 and 1 (member 2's is too wide to wait).
-  EXPECT_EQ(passes.counts().shared_products, 2u);
+  // `first` runs once for all three. Member 1 waits on `last` while member 0 waits on
+  // `extra`: both run in one loop, neither shared; member 0's `last` then runs alone, and
+  // member 2's is too wide to wait.
+  EXPECT_EQ(passes.counts().shared_products, 1u);
   EXPECT_EQ(source.begins.size(), 1u);
 }
 
