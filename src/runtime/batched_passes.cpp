@@ -5,7 +5,6 @@
 #include <numeric>
 
 #include "quant/dot.h"
-
 #include "util/error.h"
 
 namespace epq::runtime {
@@ -80,8 +79,8 @@ class BatchedPasses::MemberSharer : public MatmulSharer {
  public:
   MemberSharer(BatchedPasses& b, Pass& p) : b_(b), p_(p) {}
   void run(ThreadPool& pool, std::span<const MatmulJob> jobs) override {
-    std::unique_lock lock(b_.mu_);
     const bool wide = std::any_of(jobs.begin(), jobs.end(), [](const MatmulJob& j) { return j.n_tokens > quant::kMaxCols; });
+    std::unique_lock lock(b_.mu_);
     if (b_.step_.size() == 1 || wide) {  // nobody to share with, or columns enough of its own
       lock.unlock();
       run_matmuls(pool, jobs);
@@ -258,7 +257,10 @@ void BatchedPasses::serve_layer(std::unique_lock<std::mutex>& lock) {
 struct BatchedPasses::SharedProduct {
   std::vector<const MatmulJob*> parts;
   int64_t columns = 0;
-  uint64_t bytes = 0;  // its gathered activations and outputs (0 for a single part, run in place)
+  // Its gathered activations and outputs; a single part runs in place and gathers none.
+  bool gathered() const { return parts.size() > 1; }
+  uint64_t act_bytes() const { return gathered() ? static_cast<uint64_t>(columns) * parts.front()->act_stride : 0; }
+  uint64_t out_floats() const { return gathered() ? static_cast<uint64_t>(columns) * static_cast<uint64_t>(parts.front()->w->rows) : 0; }
 };
 
 void BatchedPasses::serve_products(std::unique_lock<std::mutex>& lock) {
@@ -277,11 +279,9 @@ void BatchedPasses::serve_products(std::unique_lock<std::mutex>& lock) {
     }
     uint64_t with_bytes = 0;
     bool fits = true;
-    for (SharedProduct& s : with) {
-      const MatmulJob& j = *s.parts.front();
-      s.bytes = s.parts.size() == 1 ? 0 : static_cast<uint64_t>(s.columns) * (j.act_stride + static_cast<uint64_t>(j.w->rows) * sizeof(float));
-      with_bytes += s.bytes;
-      fits = fits && (s.parts.size() == 1 || s.columns <= kMaxSharedColumns);
+    for (const SharedProduct& s : with) {
+      with_bytes += s.act_bytes() + s.out_floats() * sizeof(float);
+      fits = fits && (!s.gathered() || s.columns <= kMaxSharedColumns);
     }
     if (!served.empty() && (!fits || with_bytes > gather_limit_)) continue;
     products = std::move(with);
@@ -300,7 +300,7 @@ void BatchedPasses::serve_products(std::unique_lock<std::mutex>& lock) {
     error = e.what();
   }
   lock.lock();
-  for (const SharedProduct& s : products) counts_.shared_products += s.parts.size() > 1;
+  for (const SharedProduct& s : products) counts_.shared_products += s.gathered();
   for (Pass* p : served) {
     p->error = error;
     p->products = {};
@@ -310,11 +310,7 @@ void BatchedPasses::serve_products(std::unique_lock<std::mutex>& lock) {
 
 void BatchedPasses::run_shared(ThreadPool& pool, const std::vector<SharedProduct>& products) {
   uint64_t act_bytes = 0, out_floats = 0;
-  for (const SharedProduct& s : products) {
-    if (s.parts.size() == 1) continue;
-    act_bytes += static_cast<uint64_t>(s.columns) * s.parts.front()->act_stride;
-    out_floats += static_cast<uint64_t>(s.columns) * static_cast<uint64_t>(s.parts.front()->w->rows);
-  }
+  for (const SharedProduct& s : products) act_bytes += s.act_bytes(), out_floats += s.out_floats();
   if (gathered_act_.size() < act_bytes) gathered_act_.resize(act_bytes);
   if (gathered_out_.size() < out_floats) gathered_out_.resize(out_floats);
   // A matrix of several parts: their tokens' activation rows side by side as its columns.
@@ -323,7 +319,7 @@ void BatchedPasses::run_shared(ThreadPool& pool, const std::vector<SharedProduct
   float* out = gathered_out_.data();
   for (const SharedProduct& s : products) {
     const MatmulJob& first = *s.parts.front();
-    if (s.parts.size() == 1) {
+    if (!s.gathered()) {
       jobs.push_back(first);
       continue;
     }
@@ -337,7 +333,7 @@ void BatchedPasses::run_shared(ThreadPool& pool, const std::vector<SharedProduct
   }
   run_matmuls(pool, jobs);
   for (size_t i = 0; i < products.size(); ++i) {
-    if (products[i].parts.size() == 1) continue;
+    if (!products[i].gathered()) continue;
     const size_t rows = static_cast<size_t>(jobs[i].w->rows);
     const float* column = jobs[i].out;
     for (const MatmulJob* part : products[i].parts) {

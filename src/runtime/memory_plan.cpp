@@ -1,7 +1,5 @@
 #include "runtime/memory_plan.h"
 
-#include "runtime/batched_passes.h"
-
 #include <algorithm>
 
 #include "core/thread_pool.h"
