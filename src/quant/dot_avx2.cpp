@@ -146,14 +146,6 @@ alignas(32) constexpr uint8_t kRowPairScale[8][32] = {
     EPQ_SCALE(0), EPQ_SCALE(1), EPQ_SCALE(2), EPQ_SCALE(3), EPQ_SCALE(4), EPQ_SCALE(5), EPQ_SCALE(6), EPQ_SCALE(7)
 #undef EPQ_SCALE
 };
-// Mins 4h..4h+3 of each row, each in two 16-bit lanes: against bsums 8h..8h+7, vpmaddwd
-// gives min[j] * (bsums[2j] + bsums[2j + 1]).
-alignas(32) constexpr uint8_t kRowPairMins[2][32] = {
-#define EPQ_MINS(m) {m, 0x80, m, 0x80, m + 1, 0x80, m + 1, 0x80, m + 2, 0x80, m + 2, 0x80, m + 3, 0x80, m + 3, 0x80, \
-                     m, 0x80, m, 0x80, m + 1, 0x80, m + 1, 0x80, m + 2, 0x80, m + 2, 0x80, m + 3, 0x80, m + 3, 0x80}
-    EPQ_MINS(8), EPQ_MINS(12)
-#undef EPQ_MINS
-};
 // Rows r (lanes 0-3) and r + 1 (lanes 4-7, if it is one of the n_rows) of a column: out[r], out[r + 1].
 inline void store_row_pair(__m256 acc, int64_t r, int64_t n_rows, float* out) {
   const __m128 first = _mm256_castps256_ps128(acc), second = _mm256_extractf128_ps(acc, 1);

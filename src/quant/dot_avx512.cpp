@@ -1,8 +1,8 @@
-// AVX-512 dot kernels (F, BW, VL, DQ and VNNI) for the K formats Q2_K, Q3_K and Q6_K and
-// IQ4_XS, the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4) and the
-// float formats (F32, F16, BF16). The set takes the AVX2 kernels for Q8_K, and for Q4_K
-// and Q5_K, whose row pairs (two rows per register, three vector ports) beat a one-row
-// 512-bit kernel on two ports in prompts and match it in decode (docs/PERFORMANCE.md).
+// AVX-512 dot kernels (F, BW, VL, DQ and VNNI) for the K formats Q2_K, Q3_K, Q4_K, Q5_K
+// and Q6_K and IQ4_XS, the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4)
+// and the float formats (F32, F16, BF16). The set takes the AVX2 kernels for Q8_K, and for
+// Q4_K and Q5_K with one column: there the row pairs (two rows per register, three vector
+// ports) match a 512-bit kernel, and the four-row prompt kernel gives their bits.
 //
 // The K formats work on 64 elements per register: codes (unsigned) times activations
 // with vpmaddubsw, then vpdpwssd multiplies those pair sums by the sub-block scales and
@@ -23,6 +23,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
+#include <cstddef>
 #include <cstring>
 #include <type_traits>
 
@@ -474,10 +475,123 @@ struct Floats16 {
   static float sum(T acc) { return hsum512(acc); }
 };
 
+// Q4_K and Q5_K in prompts: four rows per register, one per 128-bit lane, against up to
+// 8 columns. Each row's 32-bit lanes take exactly the integers of the AVX2 row pairs
+// (DotQ45K in dot_avx2.cpp): lane l of a row sums, for each sub-block k, scale_k x the
+// products of its elements 4l..4l+3 and 16+4l..16+4l+3. Here one vpdpbusd takes 16 codes
+// of each of four rows (unsigned, <= 31) against the same 16 activations broadcast to
+// every lane, a second the sub-block's other 16, and one vpdpwssd multiplies the result
+// by the scale and adds it: three instructions per 128 products, where the row pairs need
+// five per 64. A lane's partial |sum| <= 8 x 31 x 128 = 31744 fits in 16 bits, so
+// vpdpwssd against (scale, 0) pairs multiplies it exactly. The float operations after the
+// integers are the row pairs' too, lane for lane, and the lanes are added in their order,
+// so both sets give the same bits for every row and column. One column (decode) and the
+// rows past a multiple of four go to the row pairs.
+template <bool kFive>
+struct DotQ45KRows4 {
+  using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
+  static constexpr Type kType = kFive ? Type::Q5_K : Type::Q4_K;
+
+  // 32 bytes at offset `at` of each row's block b: bytes 0-15 of row i in 128-bit lane i
+  // of the first vector, bytes 16-31 in the second's.
+  struct Halves {
+    V512i first, second;
+  };
+  static Halves rows4(const Block* const (&x)[4], int64_t b, size_t at) {
+    auto part = [&](int i) { return load256(reinterpret_cast<const uint8_t*>(x[i] + b) + at); };
+    const V512i rows01 = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(part(0)), part(1), 1);
+    const V512i rows23 = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(part(2)), part(3), 1);
+    return {simde_mm512_shuffle_i64x2(rows01, rows23, _MM_SHUFFLE(2, 0, 2, 0)), simde_mm512_shuffle_i64x2(rows01, rows23, _MM_SHUFFLE(3, 1, 3, 1))};
+  }
+  static V512i broadcast128(const void* p) { return simde_mm512_broadcast_i32x4(_mm_loadu_si128(static_cast<const __m128i*>(p))); }
+
+  template <int C>
+  static void group(int64_t n, const uint8_t* w, size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
+    const Block* x[4];
+    for (int i = 0; i < 4; ++i) x[i] = reinterpret_cast<const Block*>(w + static_cast<size_t>(i) * row_bytes);
+    V512 acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = simde_mm512_setzero_ps();
+    const V512i m4 = simde_mm512_set1_epi8(0x0F);
+    const V512i mins_index[2] = {broadcast128(kRowPairMins[0]), broadcast128(kRowPairMins[1])};
+    const V512i d_index = simde_mm512_set_epi32(6, 6, 6, 6, 4, 4, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0);
+    for (int64_t b = 0; b < n / 256; ++b) {
+      prefetch_lines(reinterpret_cast<const char*>(x[0] + 4 * b) + kPrefetchBytes, 4 * sizeof(Block));
+      // Row i's eight scales then eight mins in lane i.
+      const V512i scales_mins = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(k4_scales_and_mins_x2(x[0][b].scales, x[1][b].scales)),
+                                                        k4_scales_and_mins_x2(x[2][b].scales, x[3][b].scales), 1);
+      V512i sum[C];
+      for (int c = 0; c < C; ++c) sum[c] = simde_mm512_setzero_si512();
+      V512i fifth_bits[2] = {};  // Q5_K: bit k of each byte is the fifth bit of sub-block k's elements 0-15 and 16-31
+      if constexpr (kFive) {
+        const Halves qh = rows4(x, b, offsetof(Block, qh));
+        fifth_bits[0] = qh.first, fifth_bits[1] = qh.second;
+      }
+      for (int j = 0; j < 4; ++j) {
+        // Elements 0-15 and 16-31 of sub-blocks 2j (low nibbles) and 2j + 1 (high).
+        const auto [first, second] = rows4(x, b, offsetof(Block, qs) + 32 * j);
+        for (int h = 0; h < 2; ++h) {
+          const int k = 2 * j + h;
+          V512i q0 = simde_mm512_and_si512(h == 0 ? first : simde_mm512_srli_epi16(first, 4), m4);
+          V512i q1 = simde_mm512_and_si512(h == 0 ? second : simde_mm512_srli_epi16(second, 4), m4);
+          if constexpr (kFive) {
+            const V512i one = simde_mm512_set1_epi8(1);
+            q0 = simde_mm512_or_si512(q0, simde_mm512_slli_epi16(simde_mm512_and_si512(simde_mm512_srli_epi16(fifth_bits[0], k), one), 4));
+            q1 = simde_mm512_or_si512(q1, simde_mm512_slli_epi16(simde_mm512_and_si512(simde_mm512_srli_epi16(fifth_bits[1], k), one), 4));
+          }
+          // Scale k of each lane's row as (scale, 0) 16-bit pairs.
+          const V512i scale = simde_mm512_shuffle_epi8(scales_mins, simde_mm512_set1_epi32(static_cast<int>(0x80808000u | static_cast<uint32_t>(k))));
+          for (int c = 0; c < C; ++c) {
+            const int8_t* aq = a[c][b].qs + 32 * k;
+            const V512i part = simde_mm512_dpbusd_epi32(simde_mm512_dpbusd_epi32(simde_mm512_setzero_si512(), q0, broadcast128(aq)), q1,
+                                                        broadcast128(aq + 16));
+            sum[c] = simde_mm512_dpwssd_epi32(sum[c], part, scale);
+          }
+        }
+      }
+      // [d, dmin] of each row, to each lane's d and dmin.
+      uint32_t dm[4];
+      for (int i = 0; i < 4; ++i) std::memcpy(&dm[i], &x[i][b].d, 4);
+      const V512 dms = simde_mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dm))));
+      const V512 d = simde_mm512_permutexvar_ps(d_index, dms);
+      const V512 dmin = simde_mm512_permutexvar_ps(simde_mm512_add_epi32(d_index, simde_mm512_set1_epi32(1)), dms);
+      const V512i mins_low = simde_mm512_shuffle_epi8(scales_mins, mins_index[0]);
+      const V512i mins_high = simde_mm512_shuffle_epi8(scales_mins, mins_index[1]);
+      for (int c = 0; c < C; ++c) {
+        const V512i min_sum = simde_mm512_dpwssd_epi32(simde_mm512_madd_epi16(mins_low, broadcast128(a[c][b].bsums)), mins_high,
+                                                       broadcast128(a[c][b].bsums + 8));
+        const V512 block = simde_mm512_fnmadd_ps(dmin, to_float(min_sum), simde_mm512_mul_ps(d, to_float(sum[c])));
+        acc[c] = simde_mm512_fmadd_ps(simde_mm512_set1_ps(a[c][b].d), block, acc[c]);
+      }
+    }
+    // Row i = (l0 + l1) + (l2 + l3) over its lanes, as the row pairs add them.
+    for (int c = 0; c < C; ++c) {
+      const V512 pairs = simde_mm512_add_ps(acc[c], simde_mm512_shuffle_ps(acc[c], acc[c], _MM_SHUFFLE(2, 3, 0, 1)));
+      const V512 rows = simde_mm512_add_ps(pairs, simde_mm512_shuffle_ps(pairs, pairs, _MM_SHUFFLE(1, 0, 3, 2)));
+      _mm_storeu_ps(out + static_cast<size_t>(c) * out_stride, simde_mm512_castps512_ps128(simde_mm512_maskz_compress_ps(0x1111, rows)));
+    }
+  }
+
+  template <int C>
+  static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
+                     size_t out_stride) {
+    int64_t r = 0;
+    if constexpr (C > 1) {
+      const BlockQ8_K* a[C];
+      for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c);
+      for (; r + 4 <= n_rows; r += 4) group<C>(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, a, out + r, out_stride);
+    }
+    if (r < n_rows) {
+      dot_kernel(*avx2_kernels(), kType)(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, n_rows - r, act, stride, C, out + r, out_stride);
+    }
+  }
+};
+
 KernelSet make_avx512(const char* name) {
   KernelSet s = *avx2_kernels();
   s.name = name;
   auto set = [&](Type t, DotKernel k) { s.dot[static_cast<uint32_t>(t)] = k; };
+  set(Type::Q4_K, entry<DotQ45KRows4<false>>);
+  set(Type::Q5_K, entry<DotQ45KRows4<true>>);
   set(Type::Q6_K, entry<DotQ6K>);
   set(Type::Q2_K, entry<DotQ23K<false>>);
   set(Type::Q3_K, entry<DotQ23K<true>>);

@@ -58,6 +58,16 @@ inline __m256i k4_scales_and_mins_x2(const uint8_t* p, const uint8_t* q) {
   return _mm256_blend_epi32(low6, _mm256_or_si256(low4, high_bits), 0b10101010);
 }
 
+// Shuffle masks for k4_scales_and_mins_x2's bytes, the same in every 128-bit lane: mins
+// 4h..4h+3 of the lane's block, each in two 16-bit lanes. Against bsums 8h..8h+7, vpmaddwd
+// gives min[j] * (bsums[2j] + bsums[2j + 1]).
+alignas(32) constexpr uint8_t kRowPairMins[2][32] = {
+#define EPQ_MINS(m) {m, 0x80, m, 0x80, m + 1, 0x80, m + 1, 0x80, m + 2, 0x80, m + 2, 0x80, m + 3, 0x80, m + 3, 0x80, \
+                     m, 0x80, m, 0x80, m + 1, 0x80, m + 1, 0x80, m + 2, 0x80, m + 2, 0x80, m + 3, 0x80, m + 3, 0x80}
+    EPQ_MINS(8), EPQ_MINS(12)
+#undef EPQ_MINS
+};
+
 // Q3_K scales: the 12 packed bytes to 16 signed bytes (see unpack_q3_k_scales), on
 // 32-bit lanes [u0 u1 u2] of the packed bytes; lane k holds scales 4k..4k+3:
 //   low nibbles: u0 & 0x0f.., u1 & 0x0f.., (u0 >> 4) & 0x0f.., (u1 >> 4) & 0x0f..
@@ -168,6 +178,11 @@ struct DotFloat {
   template <int C>
   static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
                      size_t out_stride) {
+    if constexpr (C > 4) {
+      matmul<4>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+      matmul<C - 4>(n, w, row_bytes, n_rows, static_cast<const uint8_t*>(act) + 4 * stride, stride, out + 4 * out_stride, out_stride);
+      return;
+    }
     row_groups<std::clamp(V::kAccumulators / C, 1, 4)>(n_rows, [&]<int G>(int64_t r) {
       rows<G, C>(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, act, stride, out + r, out_stride);
     });

@@ -266,6 +266,45 @@ TEST(FloatKernels, SumInTheDocumentedOrder) {
   }
 }
 
+// The AVX-512 prompt kernels for Q4_K and Q5_K (four rows per register) promise the AVX2
+// row pairs' bits exactly (quant/dot_avx512.cpp): the same integers per lane and the same
+// float operations after them. Every row and column count, 4-row groups and the rows after them.
+TEST(SameBitsAsAvx2, Q4KAndQ5K) {
+  std::vector<const KernelSet*> sets = {&avx512_kernels_emulated()};
+  if (avx512_kernels() != nullptr) sets.push_back(avx512_kernels());
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0, 1);
+  for (Type t : {Type::Q4_K, Type::Q5_K}) {
+    const ActFormat f = activation_format(t);
+    for (Fill fill : {Fill::kQuantized, Fill::kRandomBytes, Fill::kMaxCodes}) {
+      const int64_t n = 256 * 5;
+      const int n_rows = 11;
+      const size_t row_size = static_cast<size_t>(row_bytes(t, n)), act_bytes = activation_bytes(f, n);
+      std::vector<uint8_t> rows, acts(act_bytes * kMaxCols);
+      for (int r = 0; r < n_rows; ++r) {
+        const std::vector<uint8_t> row = make_row(t, n, fill, rng);
+        rows.insert(rows.end(), row.begin(), row.end());
+      }
+      std::vector<float> x(static_cast<size_t>(n));
+      for (int c = 0; c < kMaxCols; ++c) {
+        for (float& v : x) v = normal(rng) * (c == 1 ? 1000.0f : 1.0f);
+        quantize_activation(f, x.data(), acts.data() + c * act_bytes, n);
+      }
+      for (int rows_in_call = 1; rows_in_call <= n_rows; ++rows_in_call) {
+        for (int cols = 1; cols <= kMaxCols; ++cols) {
+          std::vector<float> expect(static_cast<size_t>(rows_in_call * cols)), got(expect.size());
+          dot_kernel(*avx2_kernels(), t)(n, rows.data(), row_size, rows_in_call, acts.data(), act_bytes, cols, expect.data(), rows_in_call);
+          for (const KernelSet* set : sets) {
+            dot_kernel(*set, t)(n, rows.data(), row_size, rows_in_call, acts.data(), act_bytes, cols, got.data(), rows_in_call);
+            ASSERT_EQ(std::memcmp(got.data(), expect.data(), got.size() * sizeof(float)), 0)
+                << set->name << " " << name(t) << " fill " << static_cast<int>(fill) << " rows " << rows_in_call << " cols " << cols;
+          }
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Simd, DotKernels, ::testing::ValuesIn(all_cases()), [](const auto& p) {
   return std::string(p.param.set_name) + "_" + name(p.param.type);
 });
