@@ -4,10 +4,12 @@
 // Q4_K and Q5_K with one column: there the row pairs (two rows per register, three vector
 // ports) match a 512-bit kernel, and the four-row prompt kernel gives their bits.
 //
-// The K formats work on 64 elements per register: codes (unsigned) times activations
-// with vpmaddubsw, then vpdpwssd multiplies those pair sums by the sub-block scales and
-// accumulates, in one instruction where AVX2 needs two. The 32-element formats take two
-// blocks per register into vpdpbusd (Dot32x2).
+// Q4_K, Q5_K and Q6_K take four rows per register, one per 128-bit lane, into vpdpbusd,
+// and give the AVX2 kernels' bits. Q2_K, Q3_K and IQ4_XS work on 64 elements of one row
+// per register: codes (unsigned) times activations with vpmaddubsw, then vpdpwssd
+// multiplies those pair sums by the sub-block scales and accumulates, in one instruction
+// where AVX2 needs two. The 32-element formats take two blocks per register into
+// vpdpbusd (Dot32x2).
 //
 // Written with SIMDe's names (simde_mm512_*), which are the native intrinsics when this
 // file is compiled for AVX-512 (CMakeLists.txt gives it the flags). The unit tests compile
@@ -43,10 +45,6 @@ using V512 = simde__m512;
 inline V512i load512(const void* p) { return simde_mm512_loadu_si512(p); }
 // The same 32 bytes in both 256-bit halves.
 inline V512i broadcast256(const void* p) { return simde_mm512_broadcast_i64x4(load256(p)); }
-// A vector of 16-bit lanes: `low` in lanes 0-15 and `high` in lanes 16-31.
-inline V512i halves16(int16_t low, int16_t high) {
-  return simde_mm512_inserti64x4(simde_mm512_castsi256_si512(_mm256_set1_epi16(low)), _mm256_set1_epi16(high), 1);
-}
 // Two 256-bit halves as one vector (for what SIMDe 0.7, Debian 12, lacks).
 inline V512 join(__m256 low, __m256 high) {
   return simde_mm512_castpd_ps(simde_mm512_insertf64x4(simde_mm512_castpd256_pd512(_mm256_castps_pd(low)), _mm256_castps_pd(high), 1));
@@ -68,7 +66,7 @@ inline float hsum512(V512 v) {
 inline V512i widen(__m256i v) { return simde_mm512_inserti64x4(simde_mm512_setzero_si512(), v, 0); }
 
 // Index vectors for vpermw: 16-bit lane i selects scale first + i / lanes_per_scale.
-// IQ4_XS chunk k (sub-blocks of 32): scale_index(2k, 16); Q6_K chunk k (sub-blocks
+// IQ4_XS chunk k (sub-blocks of 32): scale_index(2k, 16); Q2_K/Q3_K chunk k (sub-blocks
 // of 16): scale_index(4k, 8).
 inline V512i scale_index(int first, int lanes_per_scale) {
   alignas(64) int16_t index[32];
@@ -81,50 +79,6 @@ template <int C>
 inline void start_columns(const void* act, size_t stride, const BlockQ8_K* (&a)[C], V512 (&acc)[C]) {
   for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = simde_mm512_setzero_ps();
 }
-
-struct DotQ6K {
-  template <int C>
-  static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
-    const auto* wb = static_cast<const BlockQ6_K*>(w);
-    const BlockQ8_K* a[C];
-    V512 acc[C];
-    start_columns(act, stride, a, acc);
-    V512i index[4];
-    for (int k = 0; k < 4; ++k) index[k] = scale_index(4 * k, 8);
-    const V512i m4 = simde_mm512_set1_epi8(0x0F), m2 = simde_mm512_set1_epi8(3);
-    for (int64_t b = 0; b < n / 256; ++b) {
-      prefetch_ahead(wb + b);
-      const BlockQ6_K& x = wb[b];
-      const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales)));
-      const V512i scales = simde_mm512_castsi256_si512(scales16);  // lanes 0-15; vpermw reads no others
-      V512i sum[C];
-      for (int c = 0; c < C; ++c) {
-        // Codes are stored +32: start from -32 * sum(scale * bsum).
-        const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(scales16, load256(a[c][b].bsums)), 5);
-        sum[c] = widen(_mm256_sub_epi32(_mm256_setzero_si256(), offset));
-      }
-      for (int h = 0; h < 2; ++h) {
-        const V512i ql = load512(x.ql + 64 * h);
-        const V512i qh = broadcast256(x.qh + 32 * h);
-        for (int p = 0; p < 2; ++p) {
-          // Elements h*128 + 64p + [0, 64): nibble p of ql[64h..64h+63], and bits 4p..4p+1
-          // of qh[32h + l] for the first 32 and 4p+2..4p+3 for the next (the Q6_K layout).
-          const V512i low = simde_mm512_and_si512(p == 0 ? ql : simde_mm512_srli_epi16(ql, 4), m4);
-          const V512i shift = halves16(static_cast<int16_t>(4 * p), static_cast<int16_t>(4 * p + 2));
-          const V512i high = simde_mm512_and_si512(simde_mm512_srlv_epi16(qh, shift), m2);
-          const V512i q = simde_mm512_or_si512(low, simde_mm512_slli_epi16(high, 4));
-          const V512i s = simde_mm512_permutexvar_epi16(index[2 * h + p], scales);
-          for (int c = 0; c < C; ++c) {
-            sum[c] = simde_mm512_dpwssd_epi32(sum[c], simde_mm512_maddubs_epi16(q, load512(a[c][b].qs + 128 * h + 64 * p)), s);
-          }
-        }
-      }
-      const float d = f16_to_f32(x.d);
-      for (int c = 0; c < C; ++c) acc[c] = simde_mm512_fmadd_ps(to_float(sum[c]), simde_mm512_set1_ps(d * a[c][b].d), acc[c]);
-    }
-    for (int c = 0; c < C; ++c) out[c] = hsum512(acc[c]);
-  }
-};
 
 // ---- 32-element formats, two blocks per vector ----
 // A format gives blocks b and b + 1 of a row (b + 1 absent at the end of an odd count) as
@@ -344,7 +298,7 @@ inline V512i halves32(int low, int high) {
 }
 
 // Q2_K and Q3_K: element h*128 + 32j + l is bits 2j..2j+1 of qs[32h + l] (Q3_K: its third
-// bit is bit 4h + j of hmask[l]); sub-blocks of 16 elements, as the Q6_K kernel's.
+// bit is bit 4h + j of hmask[l]); sub-blocks of 16 elements.
 template <bool kThree>
 struct DotQ23K {
   using Block = std::conditional_t<kThree, BlockQ3_K, BlockQ2_K>;
@@ -475,6 +429,61 @@ struct Floats16 {
   static float sum(T acc) { return hsum512(acc); }
 };
 
+// ---- K formats with four rows per register, one per 128-bit lane ----
+// Each lane's 16 bytes are 16 consecutive codes of its row, so that one vpdpbusd takes 16
+// codes of each of four rows against the same 16 activations, broadcast to every lane.
+
+// 32 bytes at offset `at` of each row's block b: bytes 0-15 of row i in 128-bit lane i of
+// `first`, bytes 16-31 in `second`'s.
+struct RowHalves {
+  V512i first, second;
+};
+template <typename Block>
+inline RowHalves rows4(const Block* const (&x)[4], int64_t b, size_t at) {
+  auto part = [&](int i) { return load256(reinterpret_cast<const uint8_t*>(x[i] + b) + at); };
+  const V512i rows01 = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(part(0)), part(1), 1);
+  const V512i rows23 = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(part(2)), part(3), 1);
+  return {simde_mm512_shuffle_i64x2(rows01, rows23, _MM_SHUFFLE(2, 0, 2, 0)), simde_mm512_shuffle_i64x2(rows01, rows23, _MM_SHUFFLE(3, 1, 3, 1))};
+}
+// 16 bytes at p in every 128-bit lane.
+inline V512i broadcast128(const void* p) { return simde_mm512_broadcast_i32x4(_mm_loadu_si128(static_cast<const __m128i*>(p))); }
+// The f16 at byte `at` of each row's block b as floats, row i's in lanes 4i..4i+3.
+template <typename Block>
+inline V512 row_f16s(const Block* const (&x)[4], int64_t b, size_t at, int which) {
+  uint16_t h[8] = {};
+  for (int i = 0; i < 4; ++i) std::memcpy(&h[i], reinterpret_cast<const uint8_t*>(x[i] + b) + at + 2 * which, 2);
+  const V512 f = simde_mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h))));
+  return simde_mm512_permutexvar_ps(simde_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0), f);
+}
+// The 32-bit lanes of each 128-bit lane of v in the order kImm gives (as vpshufd does;
+// SIMDe 0.7 lacks its 512-bit form).
+template <int kImm>
+inline V512i shuffle32(V512i v) {
+  return simde_mm512_castps_si512(simde_mm512_shuffle_ps(simde_mm512_castsi512_ps(v), simde_mm512_castsi512_ps(v), kImm));
+}
+// Lane 4i of each column's vector to out[c * out_stride + i].
+template <int C>
+inline void store_rows4(const V512 (&v)[C], float* out, size_t out_stride) {
+  for (int c = 0; c < C; ++c) {
+    _mm_storeu_ps(out + static_cast<size_t>(c) * out_stride, simde_mm512_castps512_ps128(simde_mm512_maskz_compress_ps(0x1111, v[c])));
+  }
+}
+// K::group<C> on each four rows of the run; the rows after them, and runs of fewer than
+// K::kMinCols columns, go to the AVX2 kernel for K::kType, whose bits K gives.
+template <typename K, int C>
+void rows4_matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
+                  size_t out_stride) {
+  int64_t r = 0;
+  if constexpr (C >= K::kMinCols) {
+    const BlockQ8_K* a[C];
+    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c);
+    for (; r + 4 <= n_rows; r += 4) K::template group<C>(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, a, out + r, out_stride);
+  }
+  if (r < n_rows) {
+    dot_kernel(*avx2_kernels(), K::kType)(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, n_rows - r, act, stride, C, out + r, out_stride);
+  }
+}
+
 // Q4_K and Q5_K in prompts: four rows per register, one per 128-bit lane, against up to
 // 8 columns. Each row's 32-bit lanes take exactly the integers of the AVX2 row pairs
 // (DotQ45K in dot_avx2.cpp): lane l of a row sums, for each sub-block k, scale_k x the
@@ -491,19 +500,7 @@ template <bool kFive>
 struct DotQ45KRows4 {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
   static constexpr Type kType = kFive ? Type::Q5_K : Type::Q4_K;
-
-  // 32 bytes at offset `at` of each row's block b: bytes 0-15 of row i in 128-bit lane i
-  // of the first vector, bytes 16-31 in the second's.
-  struct Halves {
-    V512i first, second;
-  };
-  static Halves rows4(const Block* const (&x)[4], int64_t b, size_t at) {
-    auto part = [&](int i) { return load256(reinterpret_cast<const uint8_t*>(x[i] + b) + at); };
-    const V512i rows01 = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(part(0)), part(1), 1);
-    const V512i rows23 = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(part(2)), part(3), 1);
-    return {simde_mm512_shuffle_i64x2(rows01, rows23, _MM_SHUFFLE(2, 0, 2, 0)), simde_mm512_shuffle_i64x2(rows01, rows23, _MM_SHUFFLE(3, 1, 3, 1))};
-  }
-  static V512i broadcast128(const void* p) { return simde_mm512_broadcast_i32x4(_mm_loadu_si128(static_cast<const __m128i*>(p))); }
+  static constexpr int kMinCols = 2;
 
   template <int C>
   static void group(int64_t n, const uint8_t* w, size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
@@ -513,7 +510,6 @@ struct DotQ45KRows4 {
     for (int c = 0; c < C; ++c) acc[c] = simde_mm512_setzero_ps();
     const V512i m4 = simde_mm512_set1_epi8(0x0F);
     const V512i mins_index[2] = {broadcast128(kRowPairMins[0]), broadcast128(kRowPairMins[1])};
-    const V512i d_index = simde_mm512_set_epi32(6, 6, 6, 6, 4, 4, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0);
     for (int64_t b = 0; b < n / 256; ++b) {
       prefetch_lines(reinterpret_cast<const char*>(x[0] + 4 * b) + kPrefetchBytes, 4 * sizeof(Block));
       // Row i's eight scales then eight mins in lane i.
@@ -523,7 +519,7 @@ struct DotQ45KRows4 {
       for (int c = 0; c < C; ++c) sum[c] = simde_mm512_setzero_si512();
       V512i fifth_bits[2] = {};  // Q5_K: bit k of each byte is the fifth bit of sub-block k's elements 0-15 and 16-31
       if constexpr (kFive) {
-        const Halves qh = rows4(x, b, offsetof(Block, qh));
+        const RowHalves qh = rows4(x, b, offsetof(Block, qh));
         fifth_bits[0] = qh.first, fifth_bits[1] = qh.second;
       }
       for (int j = 0; j < 4; ++j) {
@@ -548,12 +544,7 @@ struct DotQ45KRows4 {
           }
         }
       }
-      // [d, dmin] of each row, to each lane's d and dmin.
-      uint32_t dm[4];
-      for (int i = 0; i < 4; ++i) std::memcpy(&dm[i], &x[i][b].d, 4);
-      const V512 dms = simde_mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dm))));
-      const V512 d = simde_mm512_permutexvar_ps(d_index, dms);
-      const V512 dmin = simde_mm512_permutexvar_ps(simde_mm512_add_epi32(d_index, simde_mm512_set1_epi32(1)), dms);
+      const V512 d = row_f16s(x, b, offsetof(Block, d), 0), dmin = row_f16s(x, b, offsetof(Block, d), 1);
       const V512i mins_low = simde_mm512_shuffle_epi8(scales_mins, mins_index[0]);
       const V512i mins_high = simde_mm512_shuffle_epi8(scales_mins, mins_index[1]);
       for (int c = 0; c < C; ++c) {
@@ -566,23 +557,91 @@ struct DotQ45KRows4 {
     // Row i = (l0 + l1) + (l2 + l3) over its lanes, as the row pairs add them.
     for (int c = 0; c < C; ++c) {
       const V512 pairs = simde_mm512_add_ps(acc[c], simde_mm512_shuffle_ps(acc[c], acc[c], _MM_SHUFFLE(2, 3, 0, 1)));
-      const V512 rows = simde_mm512_add_ps(pairs, simde_mm512_shuffle_ps(pairs, pairs, _MM_SHUFFLE(1, 0, 3, 2)));
-      _mm_storeu_ps(out + static_cast<size_t>(c) * out_stride, simde_mm512_castps512_ps128(simde_mm512_maskz_compress_ps(0x1111, rows)));
+      acc[c] = simde_mm512_add_ps(pairs, simde_mm512_shuffle_ps(pairs, pairs, _MM_SHUFFLE(1, 0, 3, 2)));
     }
+    store_rows4(acc, out, out_stride);
   }
 
   template <int C>
   static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
                      size_t out_stride) {
-    int64_t r = 0;
-    if constexpr (C > 1) {
-      const BlockQ8_K* a[C];
-      for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c);
-      for (; r + 4 <= n_rows; r += 4) group<C>(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, a, out + r, out_stride);
+    rows4_matmul<DotQ45KRows4, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+  }
+};
+
+// Q6_K with four rows per register: each 128-bit lane holds one 16-element sub-block of
+// its row, so one vpdpbusd takes a sub-block of each of four rows (codes 0-63, stored +32)
+// and one vpdpwssd multiplies its lanes (|sum of 4 products| <= 4 x 63 x 128 < 2^15) by
+// the row's scale and adds them. The +32 comes off as -32 x sum(scale x bsum), two more
+// vpdpwssd per block and column against the scales x -32. Each row's block total is then
+// one exact integer, multiplied as the AVX2 kernel (DotQ6K in dot_avx2.cpp) does it,
+// fma(d x a.d, total, sum): both sets give the same bits for every row and column.
+struct DotQ6KRows4 {
+  using Block = BlockQ6_K;
+  static constexpr Type kType = Type::Q6_K;
+  static constexpr int kMinCols = 1;
+
+  template <int C>
+  static void group(int64_t n, const uint8_t* w, size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
+    const Block* x[4];
+    for (int i = 0; i < 4; ++i) x[i] = reinterpret_cast<const Block*>(w + static_cast<size_t>(i) * row_bytes);
+    V512 acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = simde_mm512_setzero_ps();
+    const V512i m4 = simde_mm512_set1_epi8(0x0F), m30 = simde_mm512_set1_epi8(0x30);
+    for (int64_t b = 0; b < n / 256; ++b) {
+      prefetch_lines(reinterpret_cast<const char*>(x[0] + 4 * b) + kPrefetchBytes, 4 * sizeof(Block));
+      // Row i's 16 scales in lane i, as 16-bit lanes: scales 0-7 in scales16[0], 8-15 in [1].
+      V512i scales8 = simde_mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[0][b].scales)));
+      scales8 = simde_mm512_inserti32x4(scales8, _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[1][b].scales)), 1);
+      scales8 = simde_mm512_inserti32x4(scales8, _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[2][b].scales)), 2);
+      scales8 = simde_mm512_inserti32x4(scales8, _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[3][b].scales)), 3);
+      const V512i sign = simde_mm512_movm_epi8(simde_mm512_movepi8_mask(scales8));
+      const V512i scales16[2] = {simde_mm512_unpacklo_epi8(scales8, sign), simde_mm512_unpackhi_epi8(scales8, sign)};
+      // Each column's sum starts from -32 x sum(scale x bsum), two sub-blocks per 32-bit lane.
+      const V512i bias0 = simde_mm512_sub_epi16(simde_mm512_setzero_si512(), simde_mm512_slli_epi16(scales16[0], 5));
+      const V512i bias1 = simde_mm512_sub_epi16(simde_mm512_setzero_si512(), simde_mm512_slli_epi16(scales16[1], 5));
+      V512i sum[C];
+      for (int c = 0; c < C; ++c) {
+        sum[c] = simde_mm512_dpwssd_epi32(simde_mm512_madd_epi16(bias0, broadcast128(a[c][b].bsums)), bias1, broadcast128(a[c][b].bsums + 8));
+      }
+      for (int h = 0; h < 2; ++h) {
+        const RowHalves qh = rows4(x, b, offsetof(Block, qh) + 32 * h);
+        for (int p = 0; p < 2; ++p) {
+          const RowHalves ql = rows4(x, b, offsetof(Block, ql) + 64 * h + 32 * p);
+          for (int g = p; g < 4; g += 2) {
+            // Group g: elements 128h + 32g + [0, 32), nibble g / 2 of ql[64h + 32p + l] and
+            // bits 2g..2g+1 of qh[32h + l], as `first` (l < 16) and `second` halves.
+            for (int half = 0; half < 2; ++half) {
+              const V512i low = half == 0 ? ql.first : ql.second, high = half == 0 ? qh.first : qh.second;
+              const V512i nibble = simde_mm512_and_si512(g < 2 ? low : simde_mm512_srli_epi16(low, 4), m4);
+              const V512i top = g == 0 ? simde_mm512_slli_epi16(high, 4) : g == 1 ? simde_mm512_slli_epi16(high, 2)
+                                : g == 2 ? high : simde_mm512_srli_epi16(high, 2);
+              const V512i q = simde_mm512_or_si512(nibble, simde_mm512_and_si512(top, m30));
+              // Scale of sub-block 8h + 2g + half as (scale, 0) 16-bit pairs.
+              const int k = 2 * g + half;
+              const V512i scale = simde_mm512_shuffle_epi8(scales16[h], simde_mm512_set1_epi32(static_cast<int>(0x80800000u | static_cast<uint32_t>(2 * k) | static_cast<uint32_t>(2 * k + 1) << 8)));
+              for (int c = 0; c < C; ++c) {
+                const V512i part = simde_mm512_dpbusd_epi32(simde_mm512_setzero_si512(), q, broadcast128(a[c][b].qs + 128 * h + 32 * g + 16 * half));
+                sum[c] = simde_mm512_dpwssd_epi32(sum[c], part, scale);
+              }
+            }
+          }
+        }
+      }
+      const V512 d = row_f16s(x, b, offsetof(Block, d), 0);
+      for (int c = 0; c < C; ++c) {
+        const V512i pairs = simde_mm512_add_epi32(sum[c], shuffle32<_MM_SHUFFLE(2, 3, 0, 1)>(sum[c]));
+        const V512i total = simde_mm512_add_epi32(pairs, shuffle32<_MM_SHUFFLE(1, 0, 3, 2)>(pairs));
+        acc[c] = simde_mm512_fmadd_ps(simde_mm512_mul_ps(d, simde_mm512_set1_ps(a[c][b].d)), to_float(total), acc[c]);
+      }
     }
-    if (r < n_rows) {
-      dot_kernel(*avx2_kernels(), kType)(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, n_rows - r, act, stride, C, out + r, out_stride);
-    }
+    store_rows4(acc, out, out_stride);
+  }
+
+  template <int C>
+  static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
+                     size_t out_stride) {
+    rows4_matmul<DotQ6KRows4, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
   }
 };
 
@@ -592,7 +651,7 @@ KernelSet make_avx512(const char* name) {
   auto set = [&](Type t, DotKernel k) { s.dot[static_cast<uint32_t>(t)] = k; };
   set(Type::Q4_K, entry<DotQ45KRows4<false>>);
   set(Type::Q5_K, entry<DotQ45KRows4<true>>);
-  set(Type::Q6_K, entry<DotQ6K>);
+  set(Type::Q6_K, entry<DotQ6KRows4>);
   set(Type::Q2_K, entry<DotQ23K<false>>);
   set(Type::Q3_K, entry<DotQ23K<true>>);
   set(Type::IQ4_XS, entry<DotIQ4XS>);

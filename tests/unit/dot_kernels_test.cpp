@@ -266,15 +266,15 @@ TEST(FloatKernels, SumInTheDocumentedOrder) {
   }
 }
 
-// The AVX-512 prompt kernels for Q4_K and Q5_K (four rows per register) promise the AVX2
-// row pairs' bits exactly (quant/dot_avx512.cpp): the same integers per lane and the same
-// float operations after them. Every row and column count, 4-row groups and the rows after them.
-TEST(SameBitsAsAvx2, Q4KAndQ5K) {
+// The AVX-512 kernels for Q4_K, Q5_K and Q6_K (four rows per register) promise the AVX2
+// kernels' bits exactly (quant/dot_avx512.cpp): the same integers and the same float
+// operations after them. Every row and column count, 4-row groups and the rows after them.
+TEST(SameBitsAsAvx2, Q4KQ5KAndQ6K) {
   std::vector<const KernelSet*> sets = {&avx512_kernels_emulated()};
   if (avx512_kernels() != nullptr) sets.push_back(avx512_kernels());
   std::mt19937 rng(9);
   std::normal_distribution<float> normal(0, 1);
-  for (Type t : {Type::Q4_K, Type::Q5_K}) {
+  for (Type t : {Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
     const ActFormat f = activation_format(t);
     for (Fill fill : {Fill::kQuantized, Fill::kRandomBytes, Fill::kMaxCodes}) {
       const int64_t n = 256 * 5;
