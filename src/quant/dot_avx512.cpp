@@ -468,7 +468,7 @@ inline void store_rows4(const V512 (&v)[C], float* out, size_t out_stride) {
     _mm_storeu_ps(out + static_cast<size_t>(c) * out_stride, simde_mm512_castps512_ps128(simde_mm512_maskz_compress_ps(0x1111, v[c])));
   }
 }
-// K::group<C> on each four rows of the run; the rows after them, and runs of fewer than
+// K::group<C> on each four rows of the run (x: their rows, K::Block each); the rows after them, and runs of fewer than
 // K::kMinCols columns, go to the AVX2 kernel for K::kType, whose bits K gives.
 template <typename K, int C>
 void rows4_matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
@@ -477,7 +477,11 @@ void rows4_matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows,
   if constexpr (C >= K::kMinCols) {
     const BlockQ8_K* a[C];
     for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c);
-    for (; r + 4 <= n_rows; r += 4) K::template group<C>(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, a, out + r, out_stride);
+    for (; r + 4 <= n_rows; r += 4) {
+      const typename K::Block* x[4];
+      for (int i = 0; i < 4; ++i) x[i] = reinterpret_cast<const typename K::Block*>(w + static_cast<size_t>(r + i) * row_bytes);
+      K::template group<C>(n, x, a, out + r, out_stride);
+    }
   }
   if (r < n_rows) {
     dot_kernel(*avx2_kernels(), K::kType)(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, n_rows - r, act, stride, C, out + r, out_stride);
@@ -503,9 +507,7 @@ struct DotQ45KRows4 {
   static constexpr int kMinCols = 2;
 
   template <int C>
-  static void group(int64_t n, const uint8_t* w, size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
-    const Block* x[4];
-    for (int i = 0; i < 4; ++i) x[i] = reinterpret_cast<const Block*>(w + static_cast<size_t>(i) * row_bytes);
+  static void group(int64_t n, const Block* const (&x)[4], const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
     V512 acc[C];
     for (int c = 0; c < C; ++c) acc[c] = simde_mm512_setzero_ps();
     const V512i m4 = simde_mm512_set1_epi8(0x0F);
@@ -582,9 +584,7 @@ struct DotQ6KRows4 {
   static constexpr int kMinCols = 1;
 
   template <int C>
-  static void group(int64_t n, const uint8_t* w, size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
-    const Block* x[4];
-    for (int i = 0; i < 4; ++i) x[i] = reinterpret_cast<const Block*>(w + static_cast<size_t>(i) * row_bytes);
+  static void group(int64_t n, const Block* const (&x)[4], const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
     V512 acc[C];
     for (int c = 0; c < C; ++c) acc[c] = simde_mm512_setzero_ps();
     const V512i m4 = simde_mm512_set1_epi8(0x0F), m30 = simde_mm512_set1_epi8(0x30);
