@@ -184,6 +184,7 @@ template <typename F>
 struct Dot32x2 {
   using Block = typename F::Block;
   static constexpr int64_t kTileRows = 32;
+  static constexpr int kMaxCols = 4;  // more columns go in calls of four (see entry)
   static constexpr size_t kWindowBytes = 32 << 10;  // prepared columns: 128 pairs (8192 elements) of one, 32 of four
 
   struct alignas(64) ColumnPair {
@@ -257,36 +258,31 @@ struct Dot32x2 {
   template <int C>
   static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
                      size_t out_stride) {
-    if constexpr (C > 4) {
-      matmul<4>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
-      matmul<C - 4>(n, w, row_bytes, n_rows, static_cast<const uint8_t*>(act) + 4 * stride, stride, out + 4 * out_stride, out_stride);
-    } else {
-      const int64_t n_blocks = n / 32, n_pairs = (n_blocks + 1) / 2;
-      const BlockQ8x32* a[C];
-      for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8x32>(act, stride, c);
-      // A window as long as one column's rows of up to 8192 elements keeps decode's walk
-      // along each row whole, as prefetch_ahead_in_group expects.
-      constexpr int64_t kWindowPairs = static_cast<int64_t>(kWindowBytes / (C * sizeof(ColumnPair)));
-      ColumnPair cols[kWindowPairs][C];
-      V512 sums[kTileRows][C];
-      for (int64_t r0 = 0; r0 < n_rows; r0 += kTileRows) {
-        const int64_t rows = std::min(kTileRows, n_rows - r0);
-        const uint8_t* tile = w + static_cast<size_t>(r0) * row_bytes;
-        for (int64_t r = 0; r < rows; ++r) {
-          for (int c = 0; c < C; ++c) sums[r][c] = simde_mm512_setzero_ps();
+    const int64_t n_blocks = n / 32, n_pairs = (n_blocks + 1) / 2;
+    const BlockQ8x32* a[C];
+    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8x32>(act, stride, c);
+    // A window as long as one column's rows of up to 8192 elements keeps decode's walk
+    // along each row whole, as prefetch_ahead_in_group expects.
+    constexpr int64_t kWindowPairs = static_cast<int64_t>(kWindowBytes / (C * sizeof(ColumnPair)));
+    ColumnPair cols[kWindowPairs][C];
+    V512 sums[kTileRows][C];
+    for (int64_t r0 = 0; r0 < n_rows; r0 += kTileRows) {
+      const int64_t rows = std::min(kTileRows, n_rows - r0);
+      const uint8_t* tile = w + static_cast<size_t>(r0) * row_bytes;
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int c = 0; c < C; ++c) sums[r][c] = simde_mm512_setzero_ps();
+      }
+      for (int64_t p0 = 0; p0 < n_pairs; p0 += kWindowPairs) {
+        const int64_t p1 = std::min(n_pairs, p0 + kWindowPairs);
+        for (int64_t p = p0; p < p1; ++p) {
+          for (int c = 0; c < C; ++c) cols[p - p0][c] = column_pair(a[c] + 2 * p, 2 * p + 1 < n_blocks);
         }
-        for (int64_t p0 = 0; p0 < n_pairs; p0 += kWindowPairs) {
-          const int64_t p1 = std::min(n_pairs, p0 + kWindowPairs);
-          for (int64_t p = p0; p < p1; ++p) {
-            for (int c = 0; c < C; ++c) cols[p - p0][c] = column_pair(a[c] + 2 * p, 2 * p + 1 < n_blocks);
-          }
-          row_groups<4>(rows, [&]<int G>(int64_t r) {
-            span<G, C>(tile + static_cast<size_t>(r) * row_bytes, row_bytes, n_blocks, p0, p1, cols, sums + r);
-          });
-        }
-        for (int64_t r = 0; r < rows; ++r) {
-          for (int c = 0; c < C; ++c) out[static_cast<size_t>(c) * out_stride + static_cast<size_t>(r0 + r)] = hsum512(sums[r][c]);
-        }
+        row_groups<4>(rows, [&]<int G>(int64_t r) {
+          span<G, C>(tile + static_cast<size_t>(r) * row_bytes, row_bytes, n_blocks, p0, p1, cols, sums + r);
+        });
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int c = 0; c < C; ++c) out[static_cast<size_t>(c) * out_stride + static_cast<size_t>(r0 + r)] = hsum512(sums[r][c]);
       }
     }
   }
@@ -468,8 +464,9 @@ inline void store_rows4(const V512 (&v)[C], float* out, size_t out_stride) {
     _mm_storeu_ps(out + static_cast<size_t>(c) * out_stride, simde_mm512_castps512_ps128(simde_mm512_maskz_compress_ps(0x1111, v[c])));
   }
 }
-// K::group<C> on each four rows of the run (x: their rows, K::Block each); the rows after them, and runs of fewer than
-// K::kMinCols columns, go to the AVX2 kernel for K::kType, whose bits K gives.
+// K::group<C> on each four rows of the run (x: the four rows' blocks); the rows after
+// them, and runs of fewer than K::kMinCols columns, go to the AVX2 kernel for K::kType,
+// whose bits K gives.
 template <typename K, int C>
 void rows4_matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
                   size_t out_stride) {

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "quant/blocks.h"
+#include "quant/dot.h"
 #include "quant/float_bits.h"
 #include "util/avx2.h"
 
@@ -141,6 +142,7 @@ struct LoadBF16 {
 template <typename L, typename V>
 struct DotFloat {
   static constexpr int64_t kLineElems = 64 / L::kBytes;  // weights per cache line, prefetched together
+  static constexpr int kMaxCols = 4;  // more columns go in calls of four (see entry): with eight, a group was one row
 
   template <int R, int C>
   static void rows(int64_t n, const uint8_t* w, size_t row_bytes, const void* act, size_t stride, float* out, size_t out_stride) {
@@ -178,11 +180,6 @@ struct DotFloat {
   template <int C>
   static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
                      size_t out_stride) {
-    if constexpr (C > 4) {
-      matmul<4>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
-      matmul<C - 4>(n, w, row_bytes, n_rows, static_cast<const uint8_t*>(act) + 4 * stride, stride, out + 4 * out_stride, out_stride);
-      return;
-    }
     row_groups<std::clamp(V::kAccumulators / C, 1, 4)>(n_rows, [&]<int G>(int64_t r) {
       rows<G, C>(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, act, stride, out + r, out_stride);
     });
@@ -200,28 +197,44 @@ void each_row(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, con
   }
 }
 
-// The DotKernel for format K: K::matmul<C> over the whole run of rows where K has one,
-// else K::run<C> row by row.
+// C columns for format K: K::matmul<C> over the whole run of rows where K has one, else
+// K::run<C> row by row; where K sets kMaxCols, more columns go in calls of that many.
+template <typename K>
+constexpr int max_columns() {
+  if constexpr (requires { K::kMaxCols; }) {
+    return K::kMaxCols;
+  } else {
+    return kMaxCols;
+  }
+}
+template <typename K, int C>
+void columns(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
+             size_t out_stride) {
+  if constexpr (C > max_columns<K>()) {
+    constexpr int M = max_columns<K>();
+    columns<K, M>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    columns<K, C - M>(n, w, row_bytes, n_rows, static_cast<const uint8_t*>(act) + M * stride, stride, out + M * out_stride, out_stride);
+  } else if constexpr (requires { K::template matmul<C>; }) {
+    K::template matmul<C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+  } else {
+    each_row<K, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+  }
+}
+
+// The DotKernel for format K.
 template <typename K>
 void entry(int64_t n, const void* w_rows, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, int n_cols, float* out,
            size_t out_stride) {
   const auto* w = static_cast<const uint8_t*>(w_rows);
-  auto columns = [&]<int C>() {
-    if constexpr (requires { K::template matmul<C>; }) {
-      K::template matmul<C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
-    } else {
-      each_row<K, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
-    }
-  };
   switch (n_cols) {
-    case 1: return columns.template operator()<1>();
-    case 2: return columns.template operator()<2>();
-    case 3: return columns.template operator()<3>();
-    case 4: return columns.template operator()<4>();
-    case 5: return columns.template operator()<5>();
-    case 6: return columns.template operator()<6>();
-    case 7: return columns.template operator()<7>();
-    default: return columns.template operator()<8>();
+    case 1: return columns<K, 1>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    case 2: return columns<K, 2>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    case 3: return columns<K, 3>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    case 4: return columns<K, 4>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    case 5: return columns<K, 5>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    case 6: return columns<K, 6>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    case 7: return columns<K, 7>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    default: return columns<K, 8>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
   }
 }
 
