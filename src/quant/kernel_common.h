@@ -29,12 +29,16 @@ inline void prefetch_ahead(const Block* b) {
   prefetch_lines(reinterpret_cast<const char*>(b) + kPrefetchBytes, sizeof(Block));
 }
 
-// The same for rows read side by side in a group of R (row_bytes apart), at byte `at` of
-// each: the line kPrefetchBytes further along this row, or past its end, along the row
-// that takes its place in the next group (R rows below), which no other row's prefetch covers.
-inline void prefetch_ahead_in_group(const uint8_t* row, size_t at, size_t row_bytes, int R) {
+// Where to prefetch for rows read side by side in a group of R (row_bytes apart), at byte
+// `at` of each: kPrefetchBytes further along this row, or past its end, along the row
+// that takes its place in the next group (R rows below), which no other row's prefetch
+// covers. prefetch_ahead_in_group asks for that line (into L1).
+inline const uint8_t* ahead_in_group(const uint8_t* row, size_t at, size_t row_bytes, int R) {
   const size_t ahead = at + kPrefetchBytes;
-  _mm_prefetch(reinterpret_cast<const char*>(row + ahead + (ahead >= row_bytes ? static_cast<size_t>(R - 1) * row_bytes : 0)), _MM_HINT_T0);
+  return row + ahead + (ahead >= row_bytes ? static_cast<size_t>(R - 1) * row_bytes : 0);
+}
+inline void prefetch_ahead_in_group(const uint8_t* row, size_t at, size_t row_bytes, int R) {
+  _mm_prefetch(reinterpret_cast<const char*>(ahead_in_group(row, at, row_bytes, R)), _MM_HINT_T0);
 }
 
 // Column c of the activations: act + c * stride bytes.
