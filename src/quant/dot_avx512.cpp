@@ -5,11 +5,11 @@
 // ports) match a 512-bit kernel, and the four-row prompt kernel gives their bits.
 //
 // Q4_K, Q5_K and Q6_K take four rows per register, one per 128-bit lane, into vpdpbusd,
-// and give the AVX2 kernels' bits. Q2_K, Q3_K and IQ4_XS work on 64 elements of one row
-// per register: codes (unsigned) times activations with vpmaddubsw, then vpdpwssd
-// multiplies those pair sums by the sub-block scales and accumulates, in one instruction
-// where AVX2 needs two. The 32-element formats take two blocks per register into
-// vpdpbusd (Dot32x2).
+// and give the AVX2 kernels' bits. So do the 32-element formats (Dot32Rows4), whose bits
+// are their own, the same for any rows and columns. Q2_K, Q3_K and IQ4_XS work on 64
+// elements of one row per register: codes (unsigned) times activations with vpmaddubsw,
+// then vpdpwssd multiplies those pair sums by the sub-block scales and accumulates, in
+// one instruction where AVX2 needs two.
 //
 // Written with SIMDe's names (simde_mm512_*), which are the native intrinsics when this
 // file is compiled for AVX-512 (CMakeLists.txt gives it the flags). The unit tests compile
@@ -80,26 +80,88 @@ inline void start_columns(const void* act, size_t stride, const BlockQ8_K* (&a)[
   for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = simde_mm512_setzero_ps();
 }
 
-// ---- 32-element formats, two blocks per vector ----
-// A format gives blocks b and b + 1 of a row (b + 1 absent at the end of an odd count) as
-// 64 unsigned codes in element order, block b in the low 256 bits, and their factors as
-// floats [d_b, m_b, d_b+1, m_b+1]: x = d * (code - kBias) + m (m = 0 without kMin).
-// Unsigned codes go straight into vpdpbusd, which sums four products per 32-bit lane; the
-// bias comes off exactly, as vpdpbusd starts from -kBias * (sum of those four
-// activations). Signed codes (Q8_0, IQ4_NL, MXFP4) are stored +128 for that.
+// ---- Four rows per register, one per 128-bit lane ----
+// A lane's 16 bytes are 16 consecutive codes of its row, so that one vpdpbusd takes 16
+// codes of each of four rows against the same 16 activations, broadcast to every lane.
 
-// Nibble pairs (low = element j, high = element j + 16) of the 16 bytes at p and at q.
-inline V512i nibble_codes(const uint8_t* p, const uint8_t* q) {
-  const __m256i lanes_p = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  const __m256i lanes_q = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
-  const V512i x = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(lanes_p), lanes_q, 1);  // [p p q q]
-  alignas(64) static constexpr uint32_t kShift[16] = {0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0, 4, 4, 4, 4};  // a table: see spread4
-  return simde_mm512_and_si512(simde_mm512_srlv_epi32(x, load512(kShift)), simde_mm512_set1_epi8(0x0F));  // bits shifted in from the next byte are masked off
+// 32 bytes at offset `at` of each row's block b: bytes 0-15 of row i in 128-bit lane i of
+// `first`, bytes 16-31 in `second`'s.
+struct RowHalves {
+  V512i first, second;
+};
+template <typename Block>
+inline RowHalves rows4(const Block* const (&x)[4], int64_t b, size_t at) {
+  auto part = [&](int i) { return load256(reinterpret_cast<const uint8_t*>(x[i] + b) + at); };
+  const V512i rows01 = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(part(0)), part(1), 1);
+  const V512i rows23 = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(part(2)), part(3), 1);
+  return {simde_mm512_shuffle_i64x2(rows01, rows23, _MM_SHUFFLE(2, 0, 2, 0)), simde_mm512_shuffle_i64x2(rows01, rows23, _MM_SHUFFLE(3, 1, 3, 1))};
 }
-// Codes 0-15 through a 16-entry table (the same in every 128-bit lane).
-inline V512i lookup_codes(const uint8_t* table, V512i idx) {
-  return simde_mm512_shuffle_epi8(simde_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table))), idx);
+// 16 bytes at offset `at` of each row's block b, row i's in 128-bit lane i.
+template <typename Block>
+inline V512i lanes4(const Block* const (&x)[4], int64_t b, size_t at) {
+  auto part = [&](int i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint8_t*>(x[i] + b) + at)); };
+  const __m256i rows01 = _mm256_inserti128_si256(_mm256_castsi128_si256(part(0)), part(1), 1);
+  const __m256i rows23 = _mm256_inserti128_si256(_mm256_castsi128_si256(part(2)), part(3), 1);
+  return simde_mm512_inserti64x4(simde_mm512_castsi256_si512(rows01), rows23, 1);
 }
+// The cache lines kPrefetchBytes beyond block b of each of the four rows (see
+// prefetch_ahead_in_group), into L2: four rows' lines that far ahead in L1 would push out
+// the lines being read. For a block smaller than a line, only where a line starts in it.
+template <typename Block>
+inline void prefetch_rows4(const Block* const (&x)[4], int64_t b, size_t row_bytes) {
+  const size_t at = static_cast<size_t>(b) * sizeof(Block);
+  if (sizeof(Block) < 64 && at % 64 >= sizeof(Block)) return;
+  for (int i = 0; i < 4; ++i) {
+    for (size_t line = 0; line < sizeof(Block); line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(ahead_in_group(reinterpret_cast<const uint8_t*>(x[i]), at + line, row_bytes, 4)), _MM_HINT_T1);
+    }
+  }
+}
+// 16 bytes at p in every 128-bit lane.
+inline V512i broadcast128(const void* p) { return simde_mm512_broadcast_i32x4(_mm_loadu_si128(static_cast<const __m128i*>(p))); }
+// Float i of f in lanes 4i..4i+3.
+// (The index is a table: SIMDe's set_epi32 compiles to sixteen masked broadcasts.)
+alignas(64) constexpr int32_t kSpread4[16] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
+inline V512 spread4(__m128 f) { return simde_mm512_permutexvar_ps(load512(kSpread4), simde_mm512_castps128_ps512(f)); }
+// The F16 at byte `at` + 2 x `which` of each row's block b as floats, row i's in lanes 4i..4i+3.
+template <typename Block>
+inline V512 row_f16s(const Block* const (&x)[4], int64_t b, size_t at, int which) {
+  uint64_t h = 0;
+  for (int i = 0; i < 4; ++i) {
+    uint16_t v;
+    std::memcpy(&v, reinterpret_cast<const uint8_t*>(x[i] + b) + at + 2 * which, 2);
+    h |= uint64_t{v} << (16 * i);
+  }
+  return spread4(_mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(h))));
+}
+// The 32-bit lanes of each 128-bit lane of v in the order kImm gives (as vpshufd does;
+// SIMDe 0.7 lacks its 512-bit form).
+template <int kImm>
+inline V512i shuffle32(V512i v) {
+  return simde_mm512_castps_si512(simde_mm512_shuffle_ps(simde_mm512_castsi512_ps(v), simde_mm512_castsi512_ps(v), kImm));
+}
+// Each row's four lanes added as (l0 + l1) + (l2 + l3), into lane 4i.
+inline V512 add_row_lanes(V512 v) {
+  const V512 pairs = simde_mm512_add_ps(v, simde_mm512_shuffle_ps(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+  return simde_mm512_add_ps(pairs, simde_mm512_shuffle_ps(pairs, pairs, _MM_SHUFFLE(1, 0, 3, 2)));
+}
+// Lane 4i of each column's vector to out[c * out_stride + i], for rows i < `rows`.
+template <int C>
+inline void store_rows4(const V512 (&v)[C], float* out, size_t out_stride, int rows = 4) {
+  for (int c = 0; c < C; ++c) {
+    alignas(16) float row[4];
+    _mm_store_ps(row, simde_mm512_castps512_ps128(simde_mm512_maskz_compress_ps(0x1111, v[c])));
+    std::memcpy(out + static_cast<size_t>(c) * out_stride, row, sizeof(float) * static_cast<size_t>(rows));
+  }
+}
+
+// ---- 32-element formats, four rows per register ----
+// A format gives block b of each of four rows as 32 unsigned codes, elements 0-15 of row
+// i in lane i of `first` and 16-31 in `second`'s, and its F16 factors as floats in lanes
+// 4i..4i+3 (row_f16s): x = d * (code - kBias) + m (m = 0 without kMin). Unsigned codes go
+// straight into vpdpbusd, and the bias comes off exactly, as the sum starts from -kBias x
+// the activations of its lane. Signed codes (Q8_0, IQ4_NL, MXFP4) are stored +128 for that.
+
 // A 16-entry code book as unsigned bytes, for vpshufb.
 struct CodeBook16 {
   uint8_t v[16];
@@ -111,179 +173,149 @@ constexpr CodeBook16 biased(const int8_t (&values)[16]) {
   return t;
 }
 constexpr CodeBook16 kIQ4NLBiased = biased(kIQ4NLValues), kMXFP4Biased = biased(kMXFP4Values);
-// Q5_0/Q5_1: bit j of qh is element j's fifth bit.
-inline V512i add_fifth_bits(V512i codes, const uint8_t* qh_p, const uint8_t* qh_q) {
-  uint32_t p = 0, q = 0;
-  std::memcpy(&p, qh_p, 4);
-  if (qh_q) std::memcpy(&q, qh_q, 4);
-  const simde__mmask64 bits = p | uint64_t{q} << 32;
-  return simde_mm512_mask_add_epi8(codes, bits, codes, simde_mm512_set1_epi8(0x10));
-}
-// Two blocks' F16 fields at byte 0 (d, or d and m when `with_min`) as [d_b, m_b, d_b+1, m_b+1].
-template <typename Block>
-inline __m128 f16_factors(const Block* x, bool pair, bool with_min) {
-  uint32_t p = 0, q = 0;
-  std::memcpy(&p, x, with_min ? 4 : 2);
-  if (pair) std::memcpy(&q, x + 1, with_min ? 4 : 2);
-  return _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(p | uint64_t{q} << 32)));
-}
 
-// The nibble formats: 16 bytes of nibble pairs per block (qs), a fifth bit per element
-// where the block has qh, and F16 d (and m, with kMin) at byte 0.
-template <typename B, int kBiasCodes, bool kWithMin>
+// Nibble pairs (low = element j, high = element j + 16) of the 16 bytes at p (lanes 0-1)
+// and at q (lanes 2-3), in element order: 64 codes.
+inline V512i nibble_codes(const uint8_t* p, const uint8_t* q) {
+  const __m256i lanes_p = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m256i lanes_q = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+  const V512i x = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(lanes_p), lanes_q, 1);  // [p p q q]
+  alignas(64) static constexpr uint32_t kShift[16] = {0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0, 4, 4, 4, 4};  // a table: see spread4
+  return simde_mm512_and_si512(simde_mm512_srlv_epi32(x, load512(kShift)), simde_mm512_set1_epi8(0x0F));  // bits shifted in from the next byte are masked off
+}
+// Codes 0-15 through a 16-entry table (the same in every 128-bit lane).
+inline V512i lookup_codes(const uint8_t* table, V512i idx) { return simde_mm512_shuffle_epi8(broadcast128(table), idx); }
+
+// The nibble formats: 16 bytes of nibble pairs per block (qs: low nibble element j, high
+// j + 16), a fifth bit per element where the block has qh (bit j for element j), F16 d
+// (and m, with kMin) at byte 0, and a code book where the block has one.
+template <typename B, int kBiasCodes, bool kWithMin, const CodeBook16* kBook = nullptr>
 struct NibbleFormat {
   using Block = B;
   static constexpr int kBias = kBiasCodes;
   static constexpr bool kMin = kWithMin;
-  static V512i codes(const Block* x, bool pair) {
-    const V512i q = nibble_codes(x[0].qs, x[pair].qs);
-    if constexpr (requires { x->qh; }) {
-      return add_fifth_bits(q, x[0].qh, pair ? x[1].qh : nullptr);
-    } else {
-      return q;
+  static RowHalves codes(const Block* const (&x)[4], int64_t b) {
+    const V512i m4 = simde_mm512_set1_epi8(0x0F);
+    const V512i packed = lanes4(x, b, offsetof(Block, qs));
+    RowHalves q{simde_mm512_and_si512(packed, m4), simde_mm512_and_si512(simde_mm512_srli_epi16(packed, 4), m4)};
+    if constexpr (requires { B::qh; }) {
+      uint64_t low = 0, high = 0;  // bit 16i + j: the fifth bit of row i's element j (16 + j)
+      for (int i = 0; i < 4; ++i) {
+        uint32_t qh;
+        std::memcpy(&qh, x[i][b].qh, 4);
+        low |= uint64_t{qh & 0xFFFF} << (16 * i), high |= uint64_t{qh >> 16} << (16 * i);
+      }
+      const V512i fifth = simde_mm512_set1_epi8(0x10);
+      q = {simde_mm512_mask_add_epi8(q.first, low, q.first, fifth), simde_mm512_mask_add_epi8(q.second, high, q.second, fifth)};
     }
+    if constexpr (kBook != nullptr) {
+      q = {lookup_codes(kBook->v, q.first), lookup_codes(kBook->v, q.second)};
+    }
+    return q;
   }
-  static __m128 factors(const Block* x, bool pair) { return f16_factors(x, pair, kMin); }
+  static V512 scales(const Block* const (&x)[4], int64_t b) { return row_f16s(x, b, 0, 0); }
+  static V512 mins(const Block* const (&x)[4], int64_t b) { return row_f16s(x, b, 0, 1); }
 };
-using Fmt2Q4_0 = NibbleFormat<BlockQ4_0, 8, false>;
-using Fmt2Q4_1 = NibbleFormat<BlockQ4_1, 0, true>;
-using Fmt2Q5_0 = NibbleFormat<BlockQ5_0, 16, false>;
-using Fmt2Q5_1 = NibbleFormat<BlockQ5_1, 0, true>;
-struct Fmt2IQ4_NL : NibbleFormat<BlockIQ4_NL, 128, false> {
-  static V512i codes(const Block* x, bool pair) { return lookup_codes(kIQ4NLBiased.v, NibbleFormat::codes(x, pair)); }
-};
-struct Fmt2MXFP4 : NibbleFormat<BlockMXFP4, 128, false> {
-  static V512i codes(const Block* x, bool pair) { return lookup_codes(kMXFP4Biased.v, NibbleFormat::codes(x, pair)); }
-  static __m128 factors(const Block* x, bool pair) {
-    return _mm_setr_ps(e8m0_to_f32_half(x[0].e), 0, pair ? e8m0_to_f32_half(x[1].e) : 0.0f, 0);
+using Rows4Q4_0 = NibbleFormat<BlockQ4_0, 8, false>;
+using Rows4Q4_1 = NibbleFormat<BlockQ4_1, 0, true>;
+using Rows4Q5_0 = NibbleFormat<BlockQ5_0, 16, false>;
+using Rows4Q5_1 = NibbleFormat<BlockQ5_1, 0, true>;
+using Rows4IQ4_NL = NibbleFormat<BlockIQ4_NL, 128, false, &kIQ4NLBiased>;
+struct Rows4MXFP4 : NibbleFormat<BlockMXFP4, 128, false, &kMXFP4Biased> {
+  static V512 scales(const Block* const (&x)[4], int64_t b) {
+    return spread4(_mm_setr_ps(e8m0_to_f32_half(x[0][b].e), e8m0_to_f32_half(x[1][b].e), e8m0_to_f32_half(x[2][b].e), e8m0_to_f32_half(x[3][b].e)));
   }
 };
-struct Fmt2Q8_0 {
+struct Rows4Q8_0 {
   using Block = BlockQ8_0;
   static constexpr int kBias = 128;
   static constexpr bool kMin = false;
-  static V512i codes(const Block* x, bool pair) {
-    const V512i both = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(load256(x[0].qs)), load256(x[pair].qs), 1);
-    return simde_mm512_xor_si512(both, simde_mm512_set1_epi8(static_cast<char>(0x80)));
+  static RowHalves codes(const Block* const (&x)[4], int64_t b) {
+    const RowHalves q = rows4(x, b, offsetof(Block, qs));
+    const V512i flip = simde_mm512_set1_epi8(static_cast<char>(0x80));
+    return {simde_mm512_xor_si512(q.first, flip), simde_mm512_xor_si512(q.second, flip)};
   }
-  static __m128 factors(const Block* x, bool pair) { return f16_factors(x, pair, false); }
+  static V512 scales(const Block* const (&x)[4], int64_t b) { return row_f16s(x, b, 0, 0); }
 };
 
-// Rows in groups of four against up to four columns, a block pair at a time (eight
-// columns go as two calls of four, each decoding the weights again: cheaper than the
-// spills of a wider tile). Per row and column, 32-bit lanes 0-7 sum block b and 8-15
-// block b + 1:
-//   acc += float(sumi) * (d_b * a_b.d in lanes 0-7, d_b+1 * a_b+1.d in lanes 8-15)
-// and with kMin also acc += m_b * a_b.s in lane 0 and m_b+1 * a_b+1.s in lane 8; the
-// result is hsum(acc). What a column's block pair needs (its 64 activations side by side,
-// the bias start, the a.d lanes) is prepared once per call for a window of pairs, and every row
-// of the call reads it there; the rows' sums wait in memory between windows, so each
-// lane adds its terms in the same order. Each row and column does the same operations
-// whatever its partners.
+// Rows in groups of four against up to eight columns, a block at a time. Per row, column
+// and block, 32-bit lane l sums the products of elements 4l..4l+3 and 16+4l..16+4l+3, an
+// exact integer sumi, and
+//   acc += float(sumi) * (d * a.d)   (and with kMin, in lane 0 only, acc += m * a.s);
+// the row's result is (l0 + l1) + (l2 + l3) of acc. Each lane's start, -kBias x the sum
+// of its eight activations, is prepared once per call for a window of blocks, and every
+// row of the call reads it there; the rows' sums wait in memory between windows, so each
+// lane adds its terms in the same order. A group short of four rows repeats its last row.
+// So a row's bits depend on neither its partners nor the column count, one column
+// (decode) included.
 template <typename F>
-struct Dot32x2 {
+struct Dot32Rows4 {
   using Block = typename F::Block;
   static constexpr int64_t kTileRows = 32;
-  static constexpr int kMaxCols = 4;  // more columns go in calls of four (see entry)
-  static constexpr size_t kWindowBytes = 32 << 10;  // prepared columns: 128 pairs (8192 elements) of one, 32 of four
+  static constexpr size_t kWindowBytes = 32 << 10;  // prepared starts: 2048 blocks of one column, 256 of eight
 
-  struct alignas(64) ColumnPair {
-    V512i a;      // a_b.qs then a_b+1.qs (zeros without block b + 1)
-    V512i start;  // -kBias x the sums of four activations
-    V512 d;       // a_b.d in lanes 0-7, a_b+1.d in lanes 8-15
-    V512 s;       // kMin: a_b.s in lane 0, a_b+1.s in lane 8, zeros elsewhere
-  };
-
-  static ColumnPair column_pair(const BlockQ8x32* ab, bool pair) {
-    ColumnPair cp;
-    cp.a = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(load256(ab[0].qs)), pair ? load256(ab[1].qs) : _mm256_setzero_si256(), 1);
-    const __m128d head = _mm_load_sd(reinterpret_cast<const double*>(&ab[0].d));
-    const __m128 ds = _mm_castpd_ps(pair ? _mm_loadh_pd(head, reinterpret_cast<const double*>(&ab[1].d)) : head);  // [d, s, d, s]
-    cp.d = simde_mm512_permutexvar_ps(lane_of_block(0), simde_mm512_castps128_ps512(ds));
-    cp.s = simde_mm512_setzero_ps();
-    if constexpr (F::kMin) cp.s = simde_mm512_maskz_permutexvar_ps(0x0101, lane_of_block(1), simde_mm512_castps128_ps512(ds));
-    cp.start = simde_mm512_setzero_si512();
-    if constexpr (F::kBias != 0) {
-      const V512i bias = simde_mm512_set1_epi8(static_cast<char>(F::kBias));
-      cp.start = simde_mm512_sub_epi32(cp.start, simde_mm512_dpbusd_epi32(simde_mm512_setzero_si512(), bias, cp.a));
-    }
-    return cp;
-  }
-  // Lane `first` of a [x_b, y_b, x_b+1, y_b+1] vector in lanes 0-7, lane first + 2 in 8-15.
-  static V512i lane_of_block(int first) {
-    alignas(64) static constexpr int32_t kBlockLanes[16] = {0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2};  // a table: see spread4
-    return simde_mm512_add_epi32(load512(kBlockLanes), simde_mm512_set1_epi32(first));
+  static __m128i lane_start(const BlockQ8x32& a) {
+    const __m128i ones8 = _mm_set1_epi8(1), ones16 = _mm_set1_epi16(1);
+    const __m128i low = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.qs)), high = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.qs + 16));
+    const __m128i sums = _mm_madd_epi16(_mm_add_epi16(_mm_maddubs_epi16(ones8, low), _mm_maddubs_epi16(ones8, high)), ones16);
+    return _mm_mullo_epi32(sums, _mm_set1_epi32(-F::kBias));
   }
 
-  // sums[r][c] += rows r x columns c over block pairs [p0, p1), cols[p - p0][c] prepared.
-  template <int R, int C>
-  static void span(const uint8_t* w, size_t row_bytes, int64_t n_blocks, int64_t p0, int64_t p1, const ColumnPair (*cols)[C],
-                   V512 (*sums)[C]) {
-    const Block* x[R];
-    V512 acc[R][C];
-    for (int r = 0; r < R; ++r) {
-      x[r] = reinterpret_cast<const Block*>(w + static_cast<size_t>(r) * row_bytes);
-      for (int c = 0; c < C; ++c) acc[r][c] = sums[r][c];
-    }
-    const V512i d_lanes = lane_of_block(0), m_lanes = lane_of_block(1);
-    for (int64_t p = p0; p < p1; ++p) {
-      const int64_t b = 2 * p;
-      const bool pair = b + 1 < n_blocks;
-      V512i q[R];
-      __m128 factors[R];  // [d_b, m_b, d_b+1, m_b+1]
-      V512 d[R], m[R];    // d_b (m_b) in lanes 0-7, d_b+1 (m_b+1) in lanes 8-15
-      for (int r = 0; r < R; ++r) {
-        const size_t at = static_cast<size_t>(b) * sizeof(Block);
-        for (size_t line = 0; line < 2 * sizeof(Block); line += 64) {
-          prefetch_ahead_in_group(reinterpret_cast<const uint8_t*>(x[r]), at + line, row_bytes, R);
-        }
-        q[r] = F::codes(x[r] + b, pair);
-        factors[r] = F::factors(x[r] + b, pair);
-        d[r] = simde_mm512_permutexvar_ps(d_lanes, simde_mm512_castps128_ps512(factors[r]));
-        if constexpr (F::kMin) m[r] = simde_mm512_permutexvar_ps(m_lanes, simde_mm512_castps128_ps512(factors[r]));
-      }
+  // acc[c] += rows x columns c over blocks [b0, b1), starts[b - b0][c] prepared.
+  template <int C>
+  static void span(const Block* const (&x)[4], size_t row_bytes, const BlockQ8x32* const (&a)[C], int64_t b0, int64_t b1,
+                   const __m128i (*starts)[C], V512 (&acc)[C]) {
+    for (int64_t b = b0; b < b1; ++b) {
+      prefetch_rows4(x, b, row_bytes);
+      const RowHalves q = F::codes(x, b);
+      const V512 d = F::scales(x, b);
+      V512 m = simde_mm512_setzero_ps();
+      if constexpr (F::kMin) m = simde_mm512_maskz_mov_ps(0x1111, F::mins(x, b));
       for (int c = 0; c < C; ++c) {
-        const ColumnPair& cp = cols[p - p0][c];
-        for (int r = 0; r < R; ++r) {
-          const V512i sumi = simde_mm512_dpbusd_epi32(cp.start, q[r], cp.a);
-          acc[r][c] = simde_mm512_fmadd_ps(to_float(sumi), simde_mm512_mul_ps(d[r], cp.d), acc[r][c]);
-          if constexpr (F::kMin) acc[r][c] = simde_mm512_fmadd_ps(m[r], cp.s, acc[r][c]);
-        }
+        const BlockQ8x32& ab = a[c][b];
+        const V512i sumi = simde_mm512_dpbusd_epi32(simde_mm512_dpbusd_epi32(simde_mm512_broadcast_i32x4(starts[b - b0][c]), q.first,
+                                                                             broadcast128(ab.qs)),
+                                                    q.second, broadcast128(ab.qs + 16));
+        acc[c] = simde_mm512_fmadd_ps(to_float(sumi), simde_mm512_mul_ps(d, simde_mm512_set1_ps(ab.d)), acc[c]);
+        if constexpr (F::kMin) acc[c] = simde_mm512_fmadd_ps(m, simde_mm512_set1_ps(ab.s), acc[c]);
       }
-    }
-    for (int r = 0; r < R; ++r) {
-      for (int c = 0; c < C; ++c) sums[r][c] = acc[r][c];
     }
   }
 
   template <int C>
   static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
                      size_t out_stride) {
-    const int64_t n_blocks = n / 32, n_pairs = (n_blocks + 1) / 2;
+    const int64_t n_blocks = n / 32;
     const BlockQ8x32* a[C];
     for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8x32>(act, stride, c);
-    // A window as long as one column's rows of up to 8192 elements keeps decode's walk
-    // along each row whole, as prefetch_ahead_in_group expects.
-    constexpr int64_t kWindowPairs = static_cast<int64_t>(kWindowBytes / (C * sizeof(ColumnPair)));
-    ColumnPair cols[kWindowPairs][C];
-    V512 sums[kTileRows][C];
+    constexpr int64_t kWindowBlocks = static_cast<int64_t>(kWindowBytes / (C * sizeof(__m128i)));
+    __m128i starts[kWindowBlocks][C];
+    int64_t prepared = -1;  // the window in `starts`: a row that fits one is prepared once per call
+    V512 sums[kTileRows / 4][C];
     for (int64_t r0 = 0; r0 < n_rows; r0 += kTileRows) {
-      const int64_t rows = std::min(kTileRows, n_rows - r0);
-      const uint8_t* tile = w + static_cast<size_t>(r0) * row_bytes;
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int c = 0; c < C; ++c) sums[r][c] = simde_mm512_setzero_ps();
+      const int64_t rows = std::min(kTileRows, n_rows - r0), groups = (rows + 3) / 4;
+      for (int64_t g = 0; g < groups; ++g) {
+        for (int c = 0; c < C; ++c) sums[g][c] = simde_mm512_setzero_ps();
       }
-      for (int64_t p0 = 0; p0 < n_pairs; p0 += kWindowPairs) {
-        const int64_t p1 = std::min(n_pairs, p0 + kWindowPairs);
-        for (int64_t p = p0; p < p1; ++p) {
-          for (int c = 0; c < C; ++c) cols[p - p0][c] = column_pair(a[c] + 2 * p, 2 * p + 1 < n_blocks);
+      for (int64_t b0 = 0; b0 < n_blocks; b0 += kWindowBlocks) {
+        const int64_t b1 = std::min(n_blocks, b0 + kWindowBlocks);
+        if (prepared != b0) {
+          for (int64_t b = b0; b < b1; ++b) {
+            for (int c = 0; c < C; ++c) starts[b - b0][c] = lane_start(a[c][b]);
+          }
+          prepared = b0;
         }
-        row_groups<4>(rows, [&]<int G>(int64_t r) {
-          span<G, C>(tile + static_cast<size_t>(r) * row_bytes, row_bytes, n_blocks, p0, p1, cols, sums + r);
-        });
+        for (int64_t g = 0; g < groups; ++g) {
+          const Block* x[4];
+          for (int i = 0; i < 4; ++i) {
+            x[i] = reinterpret_cast<const Block*>(w + static_cast<size_t>(r0 + std::min(4 * g + i, rows - 1)) * row_bytes);
+          }
+          span<C>(x, row_bytes, a, b0, b1, starts, sums[g]);
+        }
       }
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int c = 0; c < C; ++c) out[static_cast<size_t>(c) * out_stride + static_cast<size_t>(r0 + r)] = hsum512(sums[r][c]);
+      for (int64_t g = 0; g < groups; ++g) {
+        for (int c = 0; c < C; ++c) sums[g][c] = add_row_lanes(sums[g][c]);
+        store_rows4(sums[g], out + r0 + 4 * g, out_stride, static_cast<int>(std::min<int64_t>(4, rows - 4 * g)));
       }
     }
   }
@@ -426,63 +458,7 @@ struct Floats16 {
   static float sum(T acc) { return hsum512(acc); }
 };
 
-// ---- K formats with four rows per register, one per 128-bit lane ----
-// Each lane's 16 bytes are 16 consecutive codes of its row, so that one vpdpbusd takes 16
-// codes of each of four rows against the same 16 activations, broadcast to every lane.
-
-// 32 bytes at offset `at` of each row's block b: bytes 0-15 of row i in 128-bit lane i of
-// `first`, bytes 16-31 in `second`'s.
-struct RowHalves {
-  V512i first, second;
-};
-template <typename Block>
-inline RowHalves rows4(const Block* const (&x)[4], int64_t b, size_t at) {
-  auto part = [&](int i) { return load256(reinterpret_cast<const uint8_t*>(x[i] + b) + at); };
-  const V512i rows01 = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(part(0)), part(1), 1);
-  const V512i rows23 = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(part(2)), part(3), 1);
-  return {simde_mm512_shuffle_i64x2(rows01, rows23, _MM_SHUFFLE(2, 0, 2, 0)), simde_mm512_shuffle_i64x2(rows01, rows23, _MM_SHUFFLE(3, 1, 3, 1))};
-}
-// The cache lines kPrefetchBytes beyond block b of each of the four rows (see
-// prefetch_ahead_in_group), into L2: four rows' lines that far ahead in L1 would push out
-// the lines being read.
-template <typename Block>
-inline void prefetch_rows4(const Block* const (&x)[4], int64_t b, size_t row_bytes) {
-  for (int i = 0; i < 4; ++i) {
-    for (size_t line = 0; line < sizeof(Block); line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(ahead_in_group(reinterpret_cast<const uint8_t*>(x[i]), static_cast<size_t>(b) * sizeof(Block) + line, row_bytes, 4)), _MM_HINT_T1);
-    }
-  }
-}
-// 16 bytes at p in every 128-bit lane.
-inline V512i broadcast128(const void* p) { return simde_mm512_broadcast_i32x4(_mm_loadu_si128(static_cast<const __m128i*>(p))); }
-// Float i of f in lanes 4i..4i+3. (The index is a table: SIMDe's set_epi32 compiles to
-// sixteen masked broadcasts.)
-alignas(64) constexpr int32_t kSpread4[16] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
-inline V512 spread4(__m128 f) { return simde_mm512_permutexvar_ps(load512(kSpread4), simde_mm512_castps128_ps512(f)); }
-// The F16 at byte `at` + 2 x `which` of each row's block b as floats, row i's in lanes 4i..4i+3.
-template <typename Block>
-inline V512 row_f16s(const Block* const (&x)[4], int64_t b, size_t at, int which) {
-  uint64_t h = 0;
-  for (int i = 0; i < 4; ++i) {
-    uint16_t v;
-    std::memcpy(&v, reinterpret_cast<const uint8_t*>(x[i] + b) + at + 2 * which, 2);
-    h |= uint64_t{v} << (16 * i);
-  }
-  return spread4(_mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(h))));
-}
-// The 32-bit lanes of each 128-bit lane of v in the order kImm gives (as vpshufd does;
-// SIMDe 0.7 lacks its 512-bit form).
-template <int kImm>
-inline V512i shuffle32(V512i v) {
-  return simde_mm512_castps_si512(simde_mm512_shuffle_ps(simde_mm512_castsi512_ps(v), simde_mm512_castsi512_ps(v), kImm));
-}
-// Lane 4i of each column's vector to out[c * out_stride + i].
-template <int C>
-inline void store_rows4(const V512 (&v)[C], float* out, size_t out_stride) {
-  for (int c = 0; c < C; ++c) {
-    _mm_storeu_ps(out + static_cast<size_t>(c) * out_stride, simde_mm512_castps512_ps128(simde_mm512_maskz_compress_ps(0x1111, v[c])));
-  }
-}
+// ---- K formats with four rows per register ----
 // K::group<C> on each four rows of the run (x: the four rows' blocks); the rows after
 // them, and runs of fewer than K::kMinCols columns, go to the AVX2 kernel for K::kType,
 // whose bits K gives.
@@ -572,11 +548,7 @@ struct DotQ45KRows4 {
         acc[c] = simde_mm512_fmadd_ps(simde_mm512_set1_ps(a[c][b].d), block, acc[c]);
       }
     }
-    // Row i = (l0 + l1) + (l2 + l3) over its lanes, as the row pairs add them.
-    for (int c = 0; c < C; ++c) {
-      const V512 pairs = simde_mm512_add_ps(acc[c], simde_mm512_shuffle_ps(acc[c], acc[c], _MM_SHUFFLE(2, 3, 0, 1)));
-      acc[c] = simde_mm512_add_ps(pairs, simde_mm512_shuffle_ps(pairs, pairs, _MM_SHUFFLE(1, 0, 3, 2)));
-    }
+    for (int c = 0; c < C; ++c) acc[c] = add_row_lanes(acc[c]);  // as the row pairs add a row's lanes
     store_rows4(acc, out, out_stride);
   }
 
@@ -594,8 +566,8 @@ struct DotQ45KRows4 {
 // vpdpwssd per block and column against the scales x -32. Each row's block total is then
 // one exact integer, multiplied as the AVX2 kernel (DotQ6K in dot_avx2.cpp) does it,
 // fma(d x a.d, total, sum): both sets give the same bits for every row and column. One
-// column (decode) goes to the AVX2 kernel, one row at a time, which streams from memory
-// faster (on a Zen 4, 28-31 GB/s against 11-20 with two threads).
+// column (decode) goes to the AVX2 kernel: one row at a time streams from memory faster
+// (on a Zen 4, 28-30 GB/s against 11-20 with two threads).
 struct DotQ6KRows4 {
   using Block = BlockQ6_K;
   static constexpr Type kType = Type::Q6_K;
@@ -673,13 +645,13 @@ KernelSet make_avx512(const char* name) {
   set(Type::Q2_K, entry<DotQ23K<false>>);
   set(Type::Q3_K, entry<DotQ23K<true>>);
   set(Type::IQ4_XS, entry<DotIQ4XS>);
-  set(Type::Q4_0, entry<Dot32x2<Fmt2Q4_0>>);
-  set(Type::Q4_1, entry<Dot32x2<Fmt2Q4_1>>);
-  set(Type::Q5_0, entry<Dot32x2<Fmt2Q5_0>>);
-  set(Type::Q5_1, entry<Dot32x2<Fmt2Q5_1>>);
-  set(Type::Q8_0, entry<Dot32x2<Fmt2Q8_0>>);
-  set(Type::IQ4_NL, entry<Dot32x2<Fmt2IQ4_NL>>);
-  set(Type::MXFP4, entry<Dot32x2<Fmt2MXFP4>>);
+  set(Type::Q4_0, entry<Dot32Rows4<Rows4Q4_0>>);
+  set(Type::Q4_1, entry<Dot32Rows4<Rows4Q4_1>>);
+  set(Type::Q5_0, entry<Dot32Rows4<Rows4Q5_0>>);
+  set(Type::Q5_1, entry<Dot32Rows4<Rows4Q5_1>>);
+  set(Type::Q8_0, entry<Dot32Rows4<Rows4Q8_0>>);
+  set(Type::IQ4_NL, entry<Dot32Rows4<Rows4IQ4_NL>>);
+  set(Type::MXFP4, entry<Dot32Rows4<Rows4MXFP4>>);
   set(Type::F32, entry<DotFloat<LoadF32, Floats16>>);
   set(Type::F16, entry<DotFloat<LoadF16, Floats16>>);
   set(Type::BF16, entry<DotFloat<LoadBF16, Floats16>>);

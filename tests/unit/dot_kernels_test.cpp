@@ -143,6 +143,9 @@ TEST_P(DotKernels, MatchScalarReference) {
   for (Fill fill : {Fill::kQuantized, Fill::kRandomBytes, Fill::kZeroScale, Fill::kMaxCodes}) {
     for (int64_t n : lengths) check(*p.set, p.type, fill, n, 5, seed++);
   }
+  // Rows longer than a kernel's window of prepared columns (8192 elements with 8 columns),
+  // in more than one tile of rows.
+  if (block == 32) check(*p.set, p.type, Fill::kQuantized, 32 * 300, 37, seed++);
 }
 
 std::vector<Case> all_cases() {
