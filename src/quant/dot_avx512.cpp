@@ -1,12 +1,12 @@
 // AVX-512 dot kernels (F, BW, VL, DQ and VNNI) for the K formats Q2_K, Q3_K, Q4_K, Q5_K
 // and Q6_K and IQ4_XS, the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4)
 // and the float formats (F32, F16, BF16). The set takes the AVX2 kernels for Q8_K, and for
-// Q4_K and Q5_K with one column: there the row pairs (two rows per register, three vector
-// ports) match a 512-bit kernel, and the four-row prompt kernel gives their bits.
+// Q4_K, Q5_K and Q6_K with one column: there one or two rows at a time stream from memory
+// faster than four, and the four-row prompt kernels give their bits.
 //
 // Q4_K, Q5_K and Q6_K take four rows per register, one per 128-bit lane, into vpdpbusd,
-// and give the AVX2 kernels' bits. So do the 32-element formats (Dot32Rows4), whose bits
-// are their own, the same for any rows and columns. Q2_K, Q3_K and IQ4_XS work on 64
+// and give the AVX2 kernels' bits. The 32-element formats (Dot32Rows4) take four rows per
+// register too, with bits of their own, the same for any rows and columns. Q2_K, Q3_K and IQ4_XS work on 64
 // elements of one row per register: codes (unsigned) times activations with vpmaddubsw,
 // then vpdpwssd multiplies those pair sums by the sub-block scales and accumulates, in
 // one instruction where AVX2 needs two.
