@@ -408,10 +408,7 @@ struct DotIQ4XS {
     for (int64_t b = 0; b < n / 256; ++b) {
       prefetch_ahead(wb + b);
       const BlockIQ4_XS& x = wb[b];
-      const V512i scales = simde_mm512_castsi128_si512(_mm_setr_epi16(
-          static_cast<int16_t>(iq4_xs_scale(x, 0)), static_cast<int16_t>(iq4_xs_scale(x, 1)), static_cast<int16_t>(iq4_xs_scale(x, 2)),
-          static_cast<int16_t>(iq4_xs_scale(x, 3)), static_cast<int16_t>(iq4_xs_scale(x, 4)), static_cast<int16_t>(iq4_xs_scale(x, 5)),
-          static_cast<int16_t>(iq4_xs_scale(x, 6)), static_cast<int16_t>(iq4_xs_scale(x, 7))));  // lanes 0-7; vpermw reads no others
+      const V512i scales = simde_mm512_castsi128_si512(iq4_xs_scales(x));  // lanes 0-7; vpermw reads no others
       V512i sum[C];
       for (int c = 0; c < C; ++c) sum[c] = simde_mm512_setzero_si512();
       for (int k = 0; k < 4; ++k) {  // sub-blocks 2k and 2k + 1

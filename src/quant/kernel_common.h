@@ -107,6 +107,19 @@ inline int iq4_xs_scale(const BlockIQ4_XS& x, int s) {
   return (((x.scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((x.scales_h >> (2 * s)) & 3) << 4)) - 32;
 }
 
+// All eight at once (for vpermw), iq4_xs_scale(x, s) in 16-bit lane s: the nibbles of scales_l side by
+// side, and bits 2s..2s+1 of scales_h moved to the top of lane s by a multiply by
+// 2^(14 - 2s), then down to bits 4-5.
+inline __m128i iq4_xs_scales(const BlockIQ4_XS& x) {
+  int32_t low_bytes;
+  std::memcpy(&low_bytes, x.scales_l, sizeof(low_bytes));
+  const __m128i bytes = _mm_cvtepu8_epi16(_mm_cvtsi32_si128(low_bytes));  // scales_l[j] in lane j < 4
+  const __m128i low = _mm_unpacklo_epi16(_mm_and_si128(bytes, _mm_set1_epi16(0xF)), _mm_srli_epi16(bytes, 4));
+  const __m128i to_top = _mm_setr_epi16(1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4, 1 << 2, 1);
+  const __m128i high = _mm_srli_epi16(_mm_mullo_epi16(_mm_set1_epi16(static_cast<int16_t>(x.scales_h)), to_top), 14);
+  return _mm_sub_epi16(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi16(32));
+}
+
 // Rows [0, n_rows) in groups of R, then the rest one by one: fn.template operator()<G>(r)
 // for the group of G rows that starts at row r.
 template <int R, typename Fn>
