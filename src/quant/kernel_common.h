@@ -107,9 +107,9 @@ inline int iq4_xs_scale(const BlockIQ4_XS& x, int s) {
   return (((x.scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((x.scales_h >> (2 * s)) & 3) << 4)) - 32;
 }
 
-// All eight at once (for vpermw), iq4_xs_scale(x, s) in 16-bit lane s: the nibbles of scales_l side by
-// side, and bits 2s..2s+1 of scales_h moved to the top of lane s by a multiply by
-// 2^(14 - 2s), then down to bits 4-5.
+// All eight at once (for vpermw), iq4_xs_scale(x, s) in 16-bit lane s: the nibbles of
+// scales_l side by side, and bits 2s..2s+1 of scales_h moved to the top of lane s by a
+// multiply by 2^(14 - 2s), then down to bits 4-5.
 inline __m128i iq4_xs_scales(const BlockIQ4_XS& x) {
   int32_t low_bytes;
   std::memcpy(&low_bytes, x.scales_l, sizeof(low_bytes));
