@@ -29,7 +29,7 @@ DeltaNetWeights bind_delta_net(const WeightBinder& w, int layer, const DeltaNetS
 }
 
 GatedDeltaNet::GatedDeltaNet(StateAllocator& alloc, const DeltaNetShape& shape, int n_layers, int max_tokens, int n_threads)
-    : s_(shape), n_layers_(n_layers) {
+    : s_(shape) {
   const size_t f = sizeof(float), T = static_cast<size_t>(max_tokens);
   const size_t conv_dim = static_cast<size_t>(s_.conv_dim()), value_dim = static_cast<size_t>(s_.value_dim());
   state_ = alloc.take(static_cast<size_t>(n_layers) * s_.state_floats() * f);

@@ -61,7 +61,6 @@ class GatedDeltaNet {
 
  private:
   DeltaNetShape s_;
-  int n_layers_;
   Buffer state_;               // per slot: conv [K-1][conv_dim], then [Hv][S][S]
   Buffer qkv_, conv_in_, z_, beta_, alpha_, o_;
   Buffer scratch_;             // per thread, for the chunked rule (only when chunked)
