@@ -52,9 +52,11 @@ class GuardedStream final : public httplib::Stream {
   GuardedStream(socket_t sock, Clock::duration read_timeout, Clock::duration write_timeout)
       : sock_(sock), read_timeout_(read_timeout), write_timeout_(write_timeout), buffer_(CPPHTTPLIB_RECV_BUFSIZ) {}
 
-  // A new request: a fresh wait budget and header count (bytes already read are kept).
-  void begin_request(Clock::duration budget) {
+  // A new request: fresh wait budgets for it and its reply, and a fresh header count (bytes
+  // already read are kept).
+  void begin_request(Clock::duration budget, Clock::duration reply_budget) {
     budget_ = budget;
+    reply_budget_ = reply_budget;
     cut_ = ReadCut::none;
     in_headers_ = true;
     header_bytes_ = line_bytes_ = lines_ = body_line_bytes_ = 0;
@@ -91,6 +93,9 @@ class GuardedStream final : public httplib::Stream {
     }
   }
 
+  // A write waited past the write timeout or the reply's budget: the reply is cut off.
+  bool stalled() const { return stalled_; }
+
   ReadCut cut() const { return cut_; }
   bool in_headers() const { return in_headers_; }
   bool request_began() const { return header_bytes_ > 0; }
@@ -99,9 +104,9 @@ class GuardedStream final : public httplib::Stream {
   // Sends a whole response itself (a refusal), past the suppression of httplib's own.
   void send_all(const std::string& data) {
     for (size_t sent = 0; sent < data.size();) {
-      if (poll_one(sock_, POLLOUT, write_timeout_) <= 0) return;
+      if (!wait_writable()) return;
       const ssize_t n = send_some(data.data() + sent, data.size() - sent);
-      if (n <= 0) return;
+      if (n < 0) return;
       sent += static_cast<size_t>(n);
     }
   }
@@ -111,8 +116,9 @@ class GuardedStream final : public httplib::Stream {
   bool is_readable() const override { return offset_ < size_ || const_cast<GuardedStream*>(this)->wait_readable(); }
 
   // Once its line or headers are cut off, httplib's answer (400) is not sent: the
-  // connection's owner sends the refusal.
-  bool is_writable() const override { return !refusing() && poll_one(sock_, POLLOUT, write_timeout_) > 0 && alive(); }
+  // connection's owner sends the refusal. (A wait spends the reply's budget, though
+  // httplib's interface calls this const.)
+  bool is_writable() const override { return !refusing() && const_cast<GuardedStream*>(this)->wait_writable() && alive(); }
 
   ssize_t read(char* ptr, size_t size) override {
     if (cut_ != ReadCut::none) return -1;
@@ -154,7 +160,18 @@ class GuardedStream final : public httplib::Stream {
  private:
   bool refusing() const { return cut_ != ReadCut::none && in_headers_; }
 
-  void spend(Clock::time_point since) { budget_ -= std::min<Clock::duration>(budget_, Clock::now() - since); }
+  static void spend(Clock::duration& budget, Clock::time_point since) { budget -= std::min<Clock::duration>(budget, Clock::now() - since); }
+  void spend(Clock::time_point since) { spend(budget_, since); }
+
+  // Waits for room to write, up to the write timeout and what is left of the reply's budget
+  // (the time spent waiting for the client to read the reply, in all).
+  bool wait_writable() {
+    const auto start = Clock::now();
+    const int r = poll_one(sock_, POLLOUT, std::min(reply_budget_, write_timeout_));
+    spend(reply_budget_, start);
+    if (r == 0) stalled_ = true;
+    return r > 0;
+  }
 
   // Waits for bytes to read, up to the read timeout and the budget left; a wait that ends
   // without them cuts the request off.
@@ -203,11 +220,15 @@ class GuardedStream final : public httplib::Stream {
     return ::recv(sock_, &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
   }
 
+  // Sends what fits in the socket's buffer now (0 if nothing does), without waiting: every
+  // wait is wait_writable's, so that the reply's budget counts it. (A blocking send of a
+  // large buffer would wait inside send() up to the socket's write timeout each time.)
   ssize_t send_some(const char* p, size_t n) {
     ssize_t sent;
     do {
-      sent = ::send(sock_, p, n, MSG_NOSIGNAL);
+      sent = ::send(sock_, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     } while (sent < 0 && errno == EINTR);
+    if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
     return sent;
   }
 
@@ -216,13 +237,15 @@ class GuardedStream final : public httplib::Stream {
   std::vector<char> buffer_;
   size_t offset_ = 0, size_ = 0;  // the unread part of buffer_
 
-  Clock::duration budget_{};  // what is left of the request timeout
+  Clock::duration budget_{};        // what is left of the request timeout
+  Clock::duration reply_budget_{};  // what is left of the reply timeout
   ReadCut cut_ = ReadCut::none;
   bool in_headers_ = true;
   size_t header_bytes_ = 0, line_bytes_ = 0, lines_ = 0;  // lines_ counts the request line
   size_t body_line_bytes_ = 0;  // of the line being read in the body
   char previous_ = 0;
   bool closing_ = false;
+  bool stalled_ = false;
 };
 
 thread_local GuardedStream* t_stream = nullptr;  // the connection this thread is serving
@@ -288,6 +311,11 @@ GuardedServer& GuardedServer::set_request_timeout(std::chrono::milliseconds time
   return *this;
 }
 
+GuardedServer& GuardedServer::set_reply_timeout(std::chrono::milliseconds timeout) {
+  reply_timeout_ = timeout;
+  return *this;
+}
+
 GuardedServer& GuardedServer::set_max_connections_per_address(int limit) {
   address_slots_.set_limit(limit);
   return *this;
@@ -313,6 +341,7 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
   address_of(sock, true, address, port);
   const AddressSlots::Slot slot = address_slots_.take(address);
   if (!slot) {
+    strm.begin_request(request_timeout_, reply_timeout_);
     const Refusal r{429, "Too Many Requests",
                     fmt::format("this address already holds {} connections, the most one address may (--max-connections-per-address)",
                                 address_slots_.limit())};
@@ -324,7 +353,7 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
   }
   bool ret = false;
   for (size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET; --left) {
-    strm.begin_request(request_timeout_);
+    strm.begin_request(request_timeout_, reply_timeout_);
     if (!strm.wait_for_request(seconds(keep_alive_timeout_sec_), svr_sock_)) break;
     bool connection_closed = false;
     {
@@ -347,7 +376,14 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
     }
     if (connection_closed) break;
   }
-  ::shutdown(sock, SHUT_RDWR);
+  if (strm.stalled()) {
+    // A reply cut off: reset the connection, dropping what its client has not read (a
+    // graceful close would keep sending it to the slow client, from kernel memory).
+    const struct linger reset{1, 0};
+    ::setsockopt(sock, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+  } else {
+    ::shutdown(sock, SHUT_RDWR);
+  }
   ::close(sock);
   return ret;
 }

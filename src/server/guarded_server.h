@@ -1,13 +1,19 @@
 #pragma once
-// httplib's server with limits on reading a request that httplib lacks: its read timeout
-// bounds each recv() alone, so a client trickling a byte every few seconds kept its
-// connection (and its thread) for ever, and its header lines are counted nowhere.
+// httplib's server with limits on reading a request and writing its reply that httplib
+// lacks: its timeouts bound each recv() and send() alone, so a client trickling a byte
+// every few seconds, or reading its reply that slowly, kept its connection (and its thread)
+// for ever, and its header lines are counted nowhere.
 //   1. The request timeout. The server waits at most `request_timeout` in all for one
 //      request's bytes: its line, headers and body, and before them the wait for the
 //      request to begin, from the end of the previous response on the connection (or from
 //      when a connection thread takes the connection up). A read that would wait past it
 //      fails; bytes already arrived are still read. Time the server spends itself
-//      (handlers working, waiting for memory) is not counted; the response is not bounded.
+//      (handlers working, waiting for memory) is not counted.
+//   1b. The reply timeout. A reply waits at most `reply_timeout` in all for the client to
+//      read it (for room in the socket's send buffer), however steadily the client reads a
+//      little now and then; a write that would wait past it, or past the write timeout,
+//      fails, and the connection is reset (what the client has not read is dropped). Time
+//      the handler spends producing the reply (a streamed generation) is not counted.
 //   2. Line bounds, checked as the bytes are read (httplib reads a line of any length
 //      before it checks it, and any number of header lines): the request line, each
 //      header line and each line of a chunked body's framing at most kMaxLineBytes; at
@@ -61,6 +67,7 @@ class GuardedServer : public httplib::Server {
   GuardedServer();
 
   GuardedServer& set_request_timeout(std::chrono::milliseconds timeout);
+  GuardedServer& set_reply_timeout(std::chrono::milliseconds timeout);
   // Connections one client address may hold at once (0, the default: no limit).
   GuardedServer& set_max_connections_per_address(int limit);
   // Called once for each refusal the server sends itself (408, 414, 429, 431), with its
@@ -77,6 +84,7 @@ class GuardedServer : public httplib::Server {
   bool process_and_close_socket(socket_t sock) override;
 
   std::chrono::milliseconds request_timeout_{30000};
+  std::chrono::milliseconds reply_timeout_{30000};
   std::function<std::string(int, const std::string&)> refusal_handler_;
   AddressSlots address_slots_;
   httplib::Logger logger_for_user_;

@@ -148,6 +148,8 @@ class Server {
     // A request's line, headers and body arrive within --request-timeout, its headers within
     // bounds, or the connection ends (server/guarded_server.h).
     http_.set_request_timeout(std::chrono::seconds(options_.request_timeout_seconds));
+    // A reply waits for its client to read it at most --reply-timeout in all.
+    http_.set_reply_timeout(std::chrono::seconds(options_.reply_timeout_seconds));
     http_.set_max_connections_per_address(options_.max_connections_per_address);
     http_.set_refusal_handler([this](int status, const std::string& message) {
       metrics_.failure(status);

@@ -27,6 +27,7 @@ struct ServerOptions {
   int max_connections_per_address = 0;  // connections one client address may hold at once (0: no limit); more get 429
   int read_timeout_seconds = 10;  // a client silent this long while sending, not reading a reply, or idle is dropped
   int request_timeout_seconds = 30;  // the most the server waits for one request's line, headers and body in all (408)
+  int reply_timeout_seconds = 30;    // the most a reply waits for its client to read it, in all (then the connection ends)
   std::optional<std::string> chat_template;  // replaces the model's template (its source text)
   std::string api_key;                       // empty: no key needed
   std::vector<std::string> cors_origins;     // origins other pages may call from (see access_policy.h)

@@ -460,6 +460,55 @@ class Limits(unittest.TestCase):
         self.assertLess(waited, 8, "the server kept an idle connection past --timeout")
 
 
+class ReplyTimeout(unittest.TestCase):
+    """--reply-timeout: a client that reads its reply slowly, but often enough that no write
+    waits past --timeout, holds its connection (here the only connection thread) only until the
+    reply has waited that long; then the connection is reset."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(synth("server.gguf", "--preset", "tiny"), "--timeout", "60", "--reply-timeout", "3",
+                            "--max-connections", "1")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def test_a_client_reading_its_reply_slowly_is_cut_off_at_the_reply_timeout(self):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)  # before connecting: a small window
+        s.settimeout(30)
+        s.connect(("127.0.0.1", self.server.port))
+        # About 5.6 MB of JSON, more than the server's socket buffers (4 MiB at most by
+        # default, about half of it payload).
+        body = json.dumps({"messages": [{"role": "user", "content": "The river"}], "max_tokens": 4000, "ignore_eos": True,
+                           "logprobs": True, "top_logprobs": 20, "temperature": 0})
+        s.sendall(f"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                  f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
+        received = s.recv(64)
+        self.assertTrue(received.startswith(b"HTTP/1.1 200 "), received)
+        # Another client waits for the only connection thread while this one reads slowly.
+        other = []
+        waiter = threading.Thread(target=lambda: other.append(self.server.request("GET", "/health", timeout=30)[0]))
+        start = time.time()
+        waiter.start()
+        # About 200 KB/s: each wait for room in the server's socket ends within --timeout
+        # (60 s), but the 5.6 MB would take about 30 s.
+        while waiter.is_alive() and time.time() - start < 25:
+            received += s.recv(1 << 16)
+            time.sleep(0.2)
+        waited = time.time() - start
+        waiter.join()
+        self.assertEqual(other, [200], f"the slow reader kept the connection thread ({len(received)} bytes read)")
+        self.assertGreater(waited, 2.5)
+        self.assertLess(waited, 15, "the slow reader kept the connection thread past --reply-timeout")
+        # What the client had not read is dropped, not sent on: the connection was reset.
+        with self.assertRaises(ConnectionResetError):
+            while s.recv(1 << 16):
+                pass
+        s.close()
+
+
 class AddressLimit(unittest.TestCase):
     """--max-connections-per-address: one address cannot take every connection thread."""
 
