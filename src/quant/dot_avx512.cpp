@@ -508,7 +508,9 @@ struct DotQ45KRows4 {
                                                         k4_scales_and_mins_x2(x[2][b].scales, x[3][b].scales), 1);
       V512i sum[C];
       for (int c = 0; c < C; ++c) sum[c] = simde_mm512_setzero_si512();
-      V512i fifth_bits[2] = {};  // Q5_K: bit k of each byte is the fifth bit of sub-block k's elements 0-15 and 16-31
+      // Q5_K: bit k of each byte is the fifth bit of sub-block k's elements 0-15 and 16-31,
+      // shifted right once per sub-block so that bit 0 is the current one's.
+      V512i fifth_bits[2] = {};
       if constexpr (kFive) {
         const RowHalves qh = rows4(x, b, offsetof(Block, qh));
         fifth_bits[0] = qh.first, fifth_bits[1] = qh.second;
@@ -522,8 +524,10 @@ struct DotQ45KRows4 {
           V512i q1 = simde_mm512_and_si512(h == 0 ? second : simde_mm512_srli_epi16(second, 4), m4);
           if constexpr (kFive) {
             const V512i one = simde_mm512_set1_epi8(1);
-            q0 = simde_mm512_or_si512(q0, simde_mm512_slli_epi16(simde_mm512_and_si512(simde_mm512_srli_epi16(fifth_bits[0], k), one), 4));
-            q1 = simde_mm512_or_si512(q1, simde_mm512_slli_epi16(simde_mm512_and_si512(simde_mm512_srli_epi16(fifth_bits[1], k), one), 4));
+            q0 = simde_mm512_or_si512(q0, simde_mm512_slli_epi16(simde_mm512_and_si512(fifth_bits[0], one), 4));
+            q1 = simde_mm512_or_si512(q1, simde_mm512_slli_epi16(simde_mm512_and_si512(fifth_bits[1], one), 4));
+            fifth_bits[0] = simde_mm512_srli_epi16(fifth_bits[0], 1);
+            fifth_bits[1] = simde_mm512_srli_epi16(fifth_bits[1], 1);
           }
           // Scale k of each lane's row as (scale, 0) 16-bit pairs.
           const V512i scale = simde_mm512_shuffle_epi8(scales_mins, simde_mm512_set1_epi32(static_cast<int>(0x80808000u | static_cast<uint32_t>(k))));
