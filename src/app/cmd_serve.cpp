@@ -95,7 +95,7 @@ void add_serve_command(CLI::App& root) {
       ->capture_default_str();
   c->add_option("--reply-timeout", args->server.reply_timeout_seconds,
                 "Seconds a reply may wait in all for the client to read it, however steadily it reads a little now "
-                "and then; the time spent generating is not counted (more: the connection is closed)")
+                "and then; the time spent generating is not counted (more: the connection is reset)")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
   c->add_option("--chat-template", args->chat_template_file, "Jinja chat template file to use instead of the model's");

@@ -49,14 +49,15 @@ void address_of(socket_t sock, bool peer, std::string& ip, int& port) {
 // header bounds applied to what it reads (see guarded_server.h).
 class GuardedStream final : public httplib::Stream {
  public:
-  GuardedStream(socket_t sock, Clock::duration read_timeout, Clock::duration write_timeout)
-      : sock_(sock), read_timeout_(read_timeout), write_timeout_(write_timeout), buffer_(CPPHTTPLIB_RECV_BUFSIZ) {}
+  GuardedStream(socket_t sock, Clock::duration read_timeout, Clock::duration write_timeout, Clock::duration reply_timeout)
+      : sock_(sock), read_timeout_(read_timeout), write_timeout_(write_timeout), reply_timeout_(reply_timeout),
+        buffer_(CPPHTTPLIB_RECV_BUFSIZ), reply_budget_(reply_timeout) {}
 
   // A new request: fresh wait budgets for it and its reply, and a fresh header count (bytes
   // already read are kept).
-  void begin_request(Clock::duration budget, Clock::duration reply_budget) {
+  void begin_request(Clock::duration budget) {
     budget_ = budget;
-    reply_budget_ = reply_budget;
+    reply_budget_ = reply_timeout_;
     cut_ = ReadCut::none;
     in_headers_ = true;
     header_bytes_ = line_bytes_ = lines_ = body_line_bytes_ = 0;
@@ -73,7 +74,7 @@ class GuardedStream final : public httplib::Stream {
     for (auto now = start; r == 0 && now < end && listener != INVALID_SOCKET; now = Clock::now()) {
       r = poll_one(sock_, POLLIN, std::min<Clock::duration>(end - now, std::chrono::milliseconds(100)));
     }
-    spend(start);
+    spend(budget_, start);
     return r > 0 && listener != INVALID_SOCKET;
   }
 
@@ -161,7 +162,6 @@ class GuardedStream final : public httplib::Stream {
   bool refusing() const { return cut_ != ReadCut::none && in_headers_; }
 
   static void spend(Clock::duration& budget, Clock::time_point since) { budget -= std::min<Clock::duration>(budget, Clock::now() - since); }
-  void spend(Clock::time_point since) { spend(budget_, since); }
 
   // Waits for room to write, up to the write timeout and what is left of the reply's budget
   // (the time spent waiting for the client to read the reply, in all).
@@ -179,7 +179,7 @@ class GuardedStream final : public httplib::Stream {
     const bool budget_first = budget_ < read_timeout_;
     const auto start = Clock::now();
     const int r = poll_one(sock_, POLLIN, std::min(budget_, read_timeout_));
-    spend(start);
+    spend(budget_, start);
     if (r == 0) cut_ = budget_first ? ReadCut::deadline : ReadCut::silent;
     return r > 0;
   }
@@ -233,7 +233,7 @@ class GuardedStream final : public httplib::Stream {
   }
 
   const socket_t sock_;
-  const Clock::duration read_timeout_, write_timeout_;
+  const Clock::duration read_timeout_, write_timeout_, reply_timeout_;
   std::vector<char> buffer_;
   size_t offset_ = 0, size_ = 0;  // the unread part of buffer_
 
@@ -333,7 +333,7 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
   using std::chrono::microseconds;
   using std::chrono::seconds;
   const Clock::duration read_timeout = seconds(read_timeout_sec_) + microseconds(read_timeout_usec_);
-  GuardedStream strm(sock, read_timeout, seconds(write_timeout_sec_) + microseconds(write_timeout_usec_));
+  GuardedStream strm(sock, read_timeout, seconds(write_timeout_sec_) + microseconds(write_timeout_usec_), reply_timeout_);
   const auto linger = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kLingerSeconds));
   const auto linger_gap = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kLingerGapSeconds));
   std::string address;
@@ -341,7 +341,6 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
   address_of(sock, true, address, port);
   const AddressSlots::Slot slot = address_slots_.take(address);
   if (!slot) {
-    strm.begin_request(request_timeout_, reply_timeout_);
     const Refusal r{429, "Too Many Requests",
                     fmt::format("this address already holds {} connections, the most one address may (--max-connections-per-address)",
                                 address_slots_.limit())};
@@ -353,7 +352,7 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
   }
   bool ret = false;
   for (size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET; --left) {
-    strm.begin_request(request_timeout_, reply_timeout_);
+    strm.begin_request(request_timeout_);
     if (!strm.wait_for_request(seconds(keep_alive_timeout_sec_), svr_sock_)) break;
     bool connection_closed = false;
     {
