@@ -325,6 +325,10 @@ struct Dot32Rows4 {
 inline V512i halves32(int low, int high) {
   return simde_mm512_inserti64x4(simde_mm512_castsi256_si512(_mm256_set1_epi32(low)), _mm256_set1_epi32(high), 1);
 }
+// Bytes: `low` in bytes 0-31 and `high` in bytes 32-63.
+inline V512i halves8(int low, int high) {
+  return simde_mm512_inserti64x4(simde_mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(low))), _mm256_set1_epi8(static_cast<char>(high)), 1);
+}
 
 // Q2_K and Q3_K: element h*128 + 32j + l is bits 2j..2j+1 of qs[32h + l] (Q3_K: its third
 // bit is bit 4h + j of hmask[l]); sub-blocks of 16 elements.
@@ -333,8 +337,8 @@ struct DotQ23K {
   using Block = std::conditional_t<kThree, BlockQ3_K, BlockQ2_K>;
 
   // Per column: acc += a.d * d * (sum over chunks of scale . codes . a), minus the
-  // offsets (Q3_K: 4 * scale . bsums in the integer sum; Q2_K: dmin * min . bsums in
-  // acc_min); the result is hsum(acc) + hsum(acc_min).
+  // offsets (Q3_K: 4 * scale . bsums in the integer sum, through vpdpwssd with -4 * scale;
+  // Q2_K: dmin * min . bsums in acc_min); the result is hsum(acc) + hsum(acc_min).
   template <int C>
   static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
     const auto* wb = static_cast<const Block*>(w);
@@ -342,28 +346,28 @@ struct DotQ23K {
     V512 acc[C];
     __m256 acc_min[C];
     for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = simde_mm512_setzero_ps(), acc_min[c] = _mm256_setzero_ps();
-    V512i index[4];
+    V512i index[4], shift[2], third_bit[4];
     for (int k = 0; k < 4; ++k) index[k] = scale_index(4 * k, 8);
-    const V512i m2 = simde_mm512_set1_epi8(3), one = simde_mm512_set1_epi8(1);
+    for (int p = 0; p < 2; ++p) shift[p] = halves32(4 * p, 4 * p + 2);
+    // Chunk (h, p)'s third bits: hmask bit 4h + 2p in the first 32 bytes, 4h + 2p + 1 in the next.
+    for (int k = 0; k < 4; ++k) third_bit[k] = halves8(1 << (2 * k), 1 << (2 * k + 1));
+    const V512i m2 = simde_mm512_set1_epi8(3), four = simde_mm512_set1_epi8(4);
     for (int64_t b = 0; b < n / 256; ++b) {
       prefetch_ahead(wb + b);
       const Block& x = wb[b];
       const Q23KScales sc = q23_k_scales(x);
-      const V512i scales = simde_mm512_castsi256_si512(_mm256_cvtepi8_epi16(sc.scales));  // lanes 0-15; vpermw reads no others
-      const __m256i offsets16 = _mm256_cvtepi8_epi16(sc.offsets);
-      V512i high_bits = simde_mm512_setzero_si512();
-      if constexpr (kThree) high_bits = broadcast256(x.hmask);
+      const __m256i scales16 = _mm256_cvtepi8_epi16(sc.scales);
+      const V512i scales = simde_mm512_castsi256_si512(scales16);  // lanes 0-15; vpermw reads no others
+      V512i high_bits = simde_mm512_setzero_si512(), minus4_scales = simde_mm512_setzero_si512();
+      if constexpr (kThree) high_bits = broadcast256(x.hmask), minus4_scales = widen(_mm256_mullo_epi16(scales16, _mm256_set1_epi16(-4)));
       V512i sum[C];
       for (int c = 0; c < C; ++c) sum[c] = simde_mm512_setzero_si512();
       for (int h = 0; h < 2; ++h) {
         const V512i bits = broadcast256(x.qs + 32 * h);
         for (int p = 0; p < 2; ++p) {
           // Elements h*128 + 64p + [0, 64): j = 2p for the first 32, 2p + 1 for the next.
-          V512i q = simde_mm512_and_si512(simde_mm512_srlv_epi32(bits, halves32(4 * p, 4 * p + 2)), m2);
-          if constexpr (kThree) {
-            const V512i third = simde_mm512_and_si512(simde_mm512_srlv_epi32(high_bits, halves32(4 * h + 2 * p, 4 * h + 2 * p + 1)), one);
-            q = simde_mm512_or_si512(q, simde_mm512_slli_epi16(third, 2));
-          }
+          V512i q = simde_mm512_and_si512(simde_mm512_srlv_epi32(bits, shift[p]), m2);
+          if constexpr (kThree) q = simde_mm512_mask_add_epi8(q, simde_mm512_test_epi8_mask(high_bits, third_bit[2 * h + p]), q, four);
           const V512i s = simde_mm512_permutexvar_epi16(index[2 * h + p], scales);
           for (int c = 0; c < C; ++c) {
             sum[c] = simde_mm512_dpwssd_epi32(sum[c], simde_mm512_maddubs_epi16(q, load512(a[c][b].qs + 128 * h + 64 * p)), s);
@@ -372,10 +376,10 @@ struct DotQ23K {
       }
       const float d = f16_to_f32(x.d);
       for (int c = 0; c < C; ++c) {
-        const __m256i off = _mm256_madd_epi16(offsets16, load256(a[c][b].bsums));
         if constexpr (kThree) {
-          sum[c] = simde_mm512_sub_epi32(sum[c], widen(_mm256_slli_epi32(off, 2)));
+          sum[c] = simde_mm512_dpwssd_epi32(sum[c], minus4_scales, widen(load256(a[c][b].bsums)));
         } else {
+          const __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc.offsets), load256(a[c][b].bsums));
           acc_min[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(off), _mm256_set1_ps(-f16_to_f32(x.dmin) * a[c][b].d), acc_min[c]);
         }
         acc[c] = simde_mm512_fmadd_ps(to_float(sum[c]), simde_mm512_set1_ps(d * a[c][b].d), acc[c]);
