@@ -10,7 +10,7 @@ void add_engine_flags(CLI::App* c, runtime::EngineOptions& o) {
   c->add_option("-c,--ctx", o.n_ctx, "Context length in tokens")->check(CLI::Range(1, runtime::kMaxContext))->capture_default_str();
   c->add_option("-t,--threads", o.n_threads, "Compute threads, at most the CPUs this process may use (default: physical cores)")
       ->check(CLI::Range(1, runtime::kMaxThreads));
-  c->add_option("-b,--batch", o.n_batch, "Prompt tokens per forward pass (at most --ctx)")->check(CLI::Range(1, runtime::kMaxContext))->capture_default_str();
+  c->add_option("-b,--batch", o.n_batch, "Prompt tokens per forward pass (at most --ctx); with serve --parallel, also the most prompt tokens one batched step takes on")->check(CLI::Range(1, runtime::kMaxContext))->capture_default_str();
   c->add_option("--expert-used", o.expert_used, "Override the model's experts per token (top-k), for ablations")
       ->envname("EPQ_EXPERT_USED");
   c->add_option_function<std::string>(

@@ -102,8 +102,8 @@ uint64_t BatchedPasses::shared_products_bytes(const models::ModelInfo& info) {
   return static_cast<uint64_t>(kMaxSharedColumns) * sizeof(float) * (static_cast<uint64_t>(info.n_vocab) + 4 * static_cast<uint64_t>(info.n_embd));
 }
 
-BatchedPasses::BatchedPasses(StepHooks hooks, uint64_t shared_products_bytes)
-    : hooks_(std::move(hooks)), gather_limit_(shared_products_bytes) {}
+BatchedPasses::BatchedPasses(StepHooks hooks, uint64_t shared_products_bytes, int64_t max_step_tokens)
+    : hooks_(std::move(hooks)), max_step_tokens_(max_step_tokens), gather_limit_(shared_products_bytes) {}
 
 BatchedPasses::Membership::Membership(BatchedPasses& passes) : passes_(passes) {
   if (t_joined) fail("internal: a thread joined the batched passes twice");
@@ -131,8 +131,25 @@ bool BatchedPasses::step_can_start() const {
 }
 
 void BatchedPasses::start_step() {
-  step_.swap(waiting_);
-  waiting_.clear();
+  // Every one-token pass, the first prompt pass asked for, then the later ones while the
+  // step stays within max_step_tokens_; the rest wait, in their order, for the next step.
+  std::vector<Pass*> deferred;
+  int64_t tokens = 0;
+  bool prompt_taken = false;
+  for (Pass* p : waiting_) tokens += p->n_tokens == 1 ? 1 : 0;
+  for (Pass* p : waiting_) {
+    if (p->n_tokens == 1) {
+      step_.push_back(p);
+    } else if (!prompt_taken || tokens + p->n_tokens <= max_step_tokens_) {
+      step_.push_back(p);
+      tokens += p->n_tokens;
+      prompt_taken = true;
+    } else {
+      deferred.push_back(p);
+    }
+  }
+  counts_.deferred_passes += deferred.size();
+  waiting_.swap(deferred);
   step_tokens_ = std::accumulate(step_.begin(), step_.end(), int64_t{0}, [](int64_t n, const Pass* p) { return n + p->n_tokens; });
   source_ = &hooks_.open(step_tokens_, step_.front()->pos0);
   ++counts_.steps;

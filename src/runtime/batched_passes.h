@@ -5,7 +5,10 @@
 //
 // A sequence joins (a Membership) before its first pass and leaves after its last. A
 // step starts once every member has asked for its pass; passes asked for while a step
-// runs wait for the next one. Within a step the members take turns: exactly one runs at
+// runs wait for the next one. A step takes every one-token (decode) pass, the first
+// prompt pass asked for, and the later prompt passes while its tokens stay within
+// max_step_tokens; the others wait for a later step, so that prompts arriving together
+// do not stall the decoding sequences for the sum of their lengths. Within a step the members take turns: exactly one runs at
 // a time (so they share the engine's thread pool), each until it needs experts. When
 // every unfinished member waits on a layer, the union of their requests goes to the
 // source; each batch the source delivers is handed to the members that asked for its
@@ -52,7 +55,8 @@ class BatchedPasses {
   // Bytes of the gathered columns and their outputs for the model: the memory plan's line.
   static uint64_t shared_products_bytes(const models::ModelInfo& info);
 
-  BatchedPasses(StepHooks hooks, uint64_t shared_products_bytes);
+  // max_step_tokens bounds the prompt tokens a step takes on (see the top of this file).
+  BatchedPasses(StepHooks hooks, uint64_t shared_products_bytes, int64_t max_step_tokens);
 
   class Membership {
    public:
@@ -69,6 +73,7 @@ class BatchedPasses {
     uint64_t steps = 0;         // steps run
     uint64_t passes = 0;        // passes run in them
     uint64_t shared_steps = 0;  // steps of more than one pass
+    uint64_t deferred_passes = 0;  // prompt passes left for a later step by max_step_tokens
     uint64_t shared_products = 0;  // matrix products run once for more than one pass
   };
   Counts counts() const;
@@ -108,7 +113,8 @@ class BatchedPasses {
   std::vector<Pass*> step_;     // the running step's passes, in turn order
   const Pass* turn_ = nullptr;  // the pass allowed to run
   models::ExpertSource* source_ = nullptr;  // the running step's
-  int64_t step_tokens_ = 0;
+  int64_t step_tokens_ = 0;  // the running step's
+  const int64_t max_step_tokens_;
   // The layer being served: its union of experts, and the next layer's predicted ones.
   int layer_ = -1;
   std::vector<int> union_;

@@ -95,7 +95,7 @@ Engine::Engine(const EngineOptions& options)
   }
   batched_ = std::make_unique<BatchedPasses>(BatchedPasses::StepHooks{
       [this](int64_t n_tokens, int32_t pos0) -> models::ExpertSource& { return open_pass(n_tokens, pos0); },
-      [this](int64_t n_tokens) { close_pass(n_tokens); }}, options_.n_sequences > 1 ? BatchedPasses::shared_products_bytes(model_->info()) : 0);
+      [this](int64_t n_tokens) { close_pass(n_tokens); }}, options_.n_sequences > 1 ? BatchedPasses::shared_products_bytes(model_->info()) : 0, options_.n_batch);
 }
 
 Engine::~Engine() = default;

@@ -32,7 +32,7 @@ struct EngineOptions {
   std::string model_path;
   int n_ctx = 4096;
   int n_threads = 0;  // 0: physical cores
-  int n_batch = 256;  // tokens per forward pass when processing a prompt
+  int n_batch = 256;  // tokens per forward pass when processing a prompt, and the prompt tokens of a batched step
   std::optional<int> expert_used;
   bool chunked_delta_rule = false;  // see models::ModelOptions
   std::optional<uint64_t> ram_budget;  // set: page the experts within this budget

@@ -54,6 +54,9 @@ std::string Metrics::render(size_t queue_depth, size_t running, const runtime::B
          one("epq_batch_passes_total", static_cast<double>(steps.passes)));
   metric("epq_batch_shared_steps_total", "counter", "Steps that carried more than one sequence.",
          one("epq_batch_shared_steps_total", static_cast<double>(steps.shared_steps)));
+  metric("epq_batch_deferred_passes_total", "counter",
+         "Prompt passes that waited for a later step, as the step's prompt tokens reached --batch.",
+         one("epq_batch_deferred_passes_total", static_cast<double>(steps.deferred_passes)));
   metric("epq_batch_shared_products_total", "counter",
          "Products of the model's own weights run once for the tokens of several sequences (one read of the matrix for all).",
          one("epq_batch_shared_products_total", static_cast<double>(steps.shared_products)));

@@ -75,7 +75,7 @@ class Batching(unittest.TestCase):
         server = Server(model, "--ctx", "512", "--parallel", str(parallel), *args)
         try:
             def shared():
-                return server.metric("epq_batch_shared_steps_total"), server.metric("epq_batch_shared_products_total")
+                return tuple(server.metric(f"epq_batch_{name}_total") for name in ("shared_steps", "shared_products", "deferred_passes"))
             if parallel == 1:
                 return [ask(server, *r) for r in requests], shared()
             with concurrent.futures.ThreadPoolExecutor(len(requests) + 1) as pool:
@@ -90,14 +90,17 @@ class Batching(unittest.TestCase):
         finally:
             server.stop()
 
-    def check(self, *args, **model_and_requests):
-        alone, (steps_alone, products_alone) = self.replies(*args, parallel=1, **model_and_requests)
-        together, (steps, products) = self.replies(*args, parallel=4, **model_and_requests)
+    def check(self, *args, deferred=False, **model_and_requests):
+        alone, (steps_alone, products_alone, _) = self.replies(*args, parallel=1, **model_and_requests)
+        together, (steps, products, deferrals) = self.replies(*args, parallel=4, **model_and_requests)
         print(f"{os.path.basename(model_and_requests.get('model', DEMO_MODEL))}, {' '.join(args) or 'all in RAM'}: "
-              f"{int(steps)} steps shared by several sequences, {int(products)} weight products run once for several")
+              f"{int(steps)} steps shared by several sequences, {int(products)} weight products run once for several, "
+              f"{int(deferrals)} prompt chunks left for a later step")
         self.assertEqual((steps_alone, products_alone), (0, 0))
         self.assertGreater(steps, 0, "the requests never decoded together")
         self.assertGreater(products, 0, "the sequences' products never ran together")
+        if deferred:
+            self.assertGreater(deferrals, 0, "no prompt chunk waited for a later step")
         for i, ((a, a_logprobs), (b, b_logprobs)) in enumerate(zip(alone, together)):
             self.assertTrue(a, f"request {i} generated nothing")
             self.assertEqual(a, b, f"request {i} ({REQUESTS[i][2]})")
@@ -109,6 +112,11 @@ class Batching(unittest.TestCase):
     def test_batched_sequences_get_their_tokens_alone_paged(self):
         # An arena of about a third of the experts: every step reads experts, shared by all.
         self.check("--ram-budget", str(budget_at(DEMO_MODEL, 0.3, 4)))
+
+    def test_prompts_left_for_later_steps_keep_their_tokens(self):
+        # Chunks of 4 prompt tokens, and at most 4 prompt tokens a step: the prompts that
+        # arrive together take turns, between the decoding sequences' steps.
+        self.check("--batch", "4", deferred=True)
 
     def test_every_architecture_keeps_its_numbers_batched(self):
         for arch in ARCHITECTURES:

@@ -92,7 +92,7 @@ TEST(BatchedPasses, MembersShareEachLayerAndGetTheirOwnExperts) {
                           return source;
                         },
                         [&](int64_t) { ++closed; }},
-                       0);
+                       0, 256);
   constexpr int kMembers = 3, kLayers = 4;
   std::vector<std::vector<std::set<int>>> got(kMembers);
   run_members(passes, kMembers, [&](int m) {
@@ -117,10 +117,34 @@ TEST(BatchedPasses, MembersShareEachLayerAndGetTheirOwnExperts) {
   EXPECT_EQ(passes.counts().passes, static_cast<uint64_t>(kMembers));
 }
 
+// One member decodes (three one-token passes) while two prompts of 10 tokens ask at once:
+// a step takes every decode pass and the first prompt, and a later prompt only within
+// the step's token limit, else it waits for the next step.
+TEST(BatchedPasses, AStepTakesPromptsWithinItsTokenLimit) {
+  for (const auto& [limit, want] : {std::pair{int64_t{12}, std::vector<int64_t>{11, 11, 1}},
+                                    std::pair{int64_t{4}, std::vector<int64_t>{11, 11, 1}},
+                                    std::pair{int64_t{21}, std::vector<int64_t>{21, 1, 1}}}) {
+    FakeSource source;
+    std::vector<int64_t> steps;
+    BatchedPasses passes({[&](int64_t n, int32_t) -> models::ExpertSource& {
+                            steps.push_back(n);
+                            return source;
+                          },
+                          [](int64_t) {}},
+                         0, limit);
+    run_members(passes, 3, [&](int m) {
+      for (int i = 0; i < (m == 0 ? 3 : 1); ++i) {
+        passes.run(m == 0 ? 1 : 10, 0, [&](models::ExpertSource& s) { member_pass(s, m, 1); });
+      }
+    });
+    EXPECT_EQ(steps, want) << "limit " << limit;
+  }
+}
+
 TEST(BatchedPasses, ASourceErrorFailsEveryMemberOfTheLayer) {
   FakeSource source;
   source.fail_at = 2;
-  BatchedPasses passes({[&](int64_t, int32_t) -> models::ExpertSource& { return source; }, [](int64_t) {}}, 0);
+  BatchedPasses passes({[&](int64_t, int32_t) -> models::ExpertSource& { return source; }, [](int64_t) {}}, 0, 256);
   constexpr int kMembers = 2;
   std::atomic<int> failed{0};
   std::mutex mu;
@@ -143,7 +167,7 @@ TEST(BatchedPasses, ASourceErrorFailsEveryMemberOfTheLayer) {
 
 TEST(BatchedPasses, AMemberAloneRunsAtOnce) {
   FakeSource source;
-  BatchedPasses passes({[&](int64_t, int32_t) -> models::ExpertSource& { return source; }, [](int64_t) {}}, 0);
+  BatchedPasses passes({[&](int64_t, int32_t) -> models::ExpertSource& { return source; }, [](int64_t) {}}, 0, 256);
   BatchedPasses::Membership member(passes);
   EXPECT_TRUE(BatchedPasses::joined());
   for (int i = 0; i < 3; ++i) passes.run(1, i, [&](models::ExpertSource& s) { member_pass(s, 0, 2); });
@@ -189,7 +213,7 @@ std::vector<float> product(ThreadPool& pool, const Matrix& w, int m, int64_t tok
 
 TEST(BatchedPasses, MembersShareProductsOfTheSameMatricesAndKeepTheirBits) {
   FakeSource source;
-  BatchedPasses passes({[&](int64_t, int32_t) -> models::ExpertSource& { return source; }, [](int64_t) {}}, 1 << 20);
+  BatchedPasses passes({[&](int64_t, int32_t) -> models::ExpertSource& { return source; }, [](int64_t) {}}, 1 << 20, 256);
   ThreadPool pool(2);
   const TestMatrix first(40, 1), extra(24, 2), last(56, 3);
   // Member m has m + 1 tokens; member 0 alone has an extra product between the shared two,
