@@ -11,6 +11,7 @@ namespace epq::runtime {
 
 namespace {
 thread_local bool t_joined = false;
+thread_local uint64_t t_arrival = 0;  // the calling member's place in the order of joining
 
 // Whether two products read the same matrix with activations of the same layout.
 bool same_matrix(const MatmulJob& a, const MatmulJob& b) {
@@ -23,6 +24,7 @@ bool same_matrix(const MatmulJob& a, const MatmulJob& b) {
 struct BatchedPasses::Pass {
   int64_t n_tokens = 0;
   int32_t pos0 = 0;
+  uint64_t arrival = 0;  // its member's t_arrival
   PassState state = PassState::kRunnable;
   int layer = -1;            // of its last begin()
   std::vector<int> experts;  // what it asked for there
@@ -110,6 +112,7 @@ BatchedPasses::Membership::Membership(BatchedPasses& passes) : passes_(passes) {
   std::lock_guard lock(passes_.mu_);
   ++passes_.members_;
   t_joined = true;
+  t_arrival = ++passes_.joins_;
 }
 
 BatchedPasses::Membership::~Membership() {
@@ -131,25 +134,31 @@ bool BatchedPasses::step_can_start() const {
 }
 
 void BatchedPasses::start_step() {
-  // Every one-token pass, the first prompt pass asked for, then the later ones while the
-  // step stays within max_step_tokens_; the rest wait, in their order, for the next step.
-  std::vector<Pass*> deferred;
+  // Every one-token pass; then the prompt passes in the order their members joined (first
+  // come, first served: a prompt goes on to its last chunk before the next one starts), the
+  // first of them always and the later ones while the step stays within max_step_tokens_.
+  // The rest wait for the next step.
+  std::vector<Pass*> prompts;
   int64_t tokens = 0;
-  bool prompt_taken = false;
-  for (Pass* p : waiting_) tokens += p->n_tokens == 1 ? 1 : 0;
   for (Pass* p : waiting_) {
     if (p->n_tokens == 1) {
       step_.push_back(p);
-    } else if (!prompt_taken || tokens + p->n_tokens <= max_step_tokens_) {
-      step_.push_back(p);
-      tokens += p->n_tokens;
-      prompt_taken = true;
+      ++tokens;
     } else {
-      deferred.push_back(p);
+      prompts.push_back(p);
     }
   }
-  counts_.deferred_passes += deferred.size();
-  waiting_.swap(deferred);
+  std::sort(prompts.begin(), prompts.end(), [](const Pass* a, const Pass* b) { return a->arrival < b->arrival; });
+  waiting_.clear();
+  for (Pass* p : prompts) {
+    if (p == prompts.front() || tokens + p->n_tokens <= max_step_tokens_) {
+      step_.push_back(p);
+      tokens += p->n_tokens;
+    } else {
+      waiting_.push_back(p);
+    }
+  }
+  counts_.deferred_passes += waiting_.size();
   step_tokens_ = std::accumulate(step_.begin(), step_.end(), int64_t{0}, [](int64_t n, const Pass* p) { return n + p->n_tokens; });
   source_ = &hooks_.open(step_tokens_, step_.front()->pos0);
   ++counts_.steps;
@@ -366,6 +375,7 @@ void BatchedPasses::run(int64_t n_tokens, int32_t pos0, const std::function<void
   Pass p;
   p.n_tokens = n_tokens;
   p.pos0 = pos0;
+  p.arrival = t_arrival;
   MemberSource source(*this, p);
   MemberSharer sharer(*this, p);
   const SharingMatmuls sharing(&sharer);

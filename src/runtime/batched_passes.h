@@ -5,16 +5,18 @@
 //
 // A sequence joins (a Membership) before its first pass and leaves after its last. A
 // step starts once every member has asked for its pass; passes asked for while a step
-// runs wait for the next one. A step takes every one-token (decode) pass, the first
-// prompt pass asked for, and the later prompt passes while its tokens stay within
-// max_step_tokens; the others wait for a later step, so that prompts arriving together
-// do not stall the decoding sequences for the sum of their lengths. Within a step the members take turns: exactly one runs at
-// a time (so they share the engine's thread pool), each until it needs experts. When
-// every unfinished member waits on a layer, the union of their requests goes to the
-// source; each batch the source delivers is handed to the members that asked for its
-// experts, one after another, before the source is asked for more. A member computes
-// exactly what it would alone: the same experts with the same calls (the MoE sum never
-// depends on arrival order), so its tokens and logits keep their bits whoever else runs.
+// runs wait for the next one. A step takes every one-token (decode) pass, then prompt
+// passes (chunks) first come, first served: the chunk of the member that joined first,
+// and the next ones while the step's tokens stay within max_step_tokens. The others wait
+// for a later step, so that prompts arriving together do not stall the decoding sequences
+// for the sum of their lengths, and the first of them is answered first. Within a step the
+// members take turns: exactly one runs at a time (so they share the engine's thread
+// pool), each until it needs experts. When every unfinished member waits on a layer, the
+// union of their requests goes to the source; each batch the source delivers is handed
+// to the members that asked for its experts, one after another, before the source is
+// asked for more. A member computes exactly what it would alone: the same experts with
+// the same calls (the MoE sum never depends on arrival order), so its tokens and logits
+// keep their bits whoever else runs.
 //
 // An exception from the source ends the layer for every member waiting on it: each one's
 // next() throws an Error with the same message. A member whose own pass throws leaves
@@ -109,6 +111,7 @@ class BatchedPasses {
   StepHooks hooks_;
   mutable std::mutex mu_;
   int members_ = 0;
+  uint64_t joins_ = 0;  // members that have joined so far
   std::vector<Pass*> waiting_;  // passes asked for, for the next step
   std::vector<Pass*> step_;     // the running step's passes, in turn order
   const Pass* turn_ = nullptr;  // the pass allowed to run

@@ -66,13 +66,15 @@ std::vector<std::set<int>> member_pass(models::ExpertSource& source, int m, int 
   return got;
 }
 
-// Runs body(m) on a thread of its own for each of n members, once all have joined.
+// Runs body(m) on a thread of its own for each of n members, once all have joined (in
+// the order of m).
 template <typename Body>
 void run_members(BatchedPasses& passes, int n, Body body) {
   std::atomic<int> joined{0};
   std::vector<std::thread> threads;
   for (int m = 0; m < n; ++m) {
     threads.emplace_back([&, m] {
+      while (joined < m) std::this_thread::yield();
       BatchedPasses::Membership member(passes);
       ++joined;
       while (joined < n) std::this_thread::yield();  // all join before the first pass
@@ -139,6 +141,36 @@ TEST(BatchedPasses, AStepTakesPromptsWithinItsTokenLimit) {
     });
     EXPECT_EQ(steps, want) << "limit " << limit;
   }
+}
+
+// Prompts are served first come, first served: of two prompts of two chunks each, the
+// one whose member joined first runs both its chunks before the other starts, while a
+// third member decodes in every step.
+TEST(BatchedPasses, PromptsRunInTheOrderTheirMembersJoined) {
+  FakeSource source;
+  std::mutex mu;
+  int step = 0;
+  std::vector<std::vector<int>> steps_of(3);  // member -> the steps its passes ran in
+  BatchedPasses passes({[&](int64_t, int32_t) -> models::ExpertSource& {
+                          ++step;
+                          return source;
+                        },
+                        [](int64_t) {}},
+                       0, 12);
+  run_members(passes, 3, [&](int m) {
+    for (int i = 0; i < (m == 2 ? 4 : 2); ++i) {
+      passes.run(m == 2 ? 1 : 10, 0, [&](models::ExpertSource& s) {
+        {
+          std::lock_guard lock(mu);
+          steps_of[static_cast<size_t>(m)].push_back(step);
+        }
+        member_pass(s, m, 1);
+      });
+    }
+  });
+  EXPECT_EQ(steps_of[0], (std::vector<int>{1, 2}));
+  EXPECT_EQ(steps_of[1], (std::vector<int>{3, 4}));
+  EXPECT_EQ(steps_of[2], (std::vector<int>{1, 2, 3, 4}));
 }
 
 TEST(BatchedPasses, ASourceErrorFailsEveryMemberOfTheLayer) {
