@@ -78,8 +78,9 @@ class Serve:
         self.proc.wait(timeout=120)
 
 
-def stream_once(port, prompt, tokens, out):
-    """One streaming completion; fills out with send/first/last times and the token count."""
+def stream_once(port, prompt, tokens, out, stop=None):
+    """One streaming completion; fills out with send/first/last times, the times of the
+    events that carried text, and the token count. Setting the event `stop` hangs up."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
     body = dict(prompt=prompt, max_tokens=tokens, ignore_eos=True, temperature=0, stream=True, stream_options={"include_usage": True})
     out["sent"] = time.perf_counter()
@@ -89,6 +90,8 @@ def stream_once(port, prompt, tokens, out):
         out["error"] = f"HTTP {r.status}: {r.read()[:200]!r}"
         return
     for raw in r:
+        if stop is not None and stop.is_set():
+            break
         line = raw.decode().strip()
         if not line.startswith("data: ") or line == "data: [DONE]":
             continue
@@ -99,6 +102,7 @@ def stream_once(port, prompt, tokens, out):
             now = time.perf_counter()
             if event["choices"][0].get("text"):
                 out.setdefault("first", now)  # the first token's text (tokens without text send nothing)
+                out.setdefault("times", []).append(now)
             if event["choices"][0].get("finish_reason"):
                 out["last"] = now  # sent right after the last token
     conn.close()
