@@ -64,7 +64,7 @@ void add_serve_command(CLI::App& root) {
   c->add_option("--host", args->server.host, "Address to listen on (without an API key, anything but loopback gets a warning)")
       ->capture_default_str();
   c->add_option("--port", args->server.port, "Port to listen on")->check(CLI::Range(1, 65535))->capture_default_str();
-  c->add_option("--alias", args->server.model_id, "Model id clients use (default: the file name without .gguf)");
+  c->add_option("--alias", args->server.model_id, "Model id clients use (default: the file name without .gguf, and a split model's without -00001-of-N)");
   c->add_option_function<std::string>(
        "--max-body", [args](const std::string& v) { args->server.max_body_bytes = runtime::parse_budget(v, "--max-body"); },
        "Largest request body (e.g. 1M); the memory plan reserves what preparing one costs (default 1M)");

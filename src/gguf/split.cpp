@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -49,6 +50,12 @@ std::optional<SplitName> parse_split_name(std::string_view path) {
   const int no = five_digits(path, at + 1), count = five_digits(path, at + 1 + kDigits + kOf.size());
   if (no < 1 || count < 1 || no > count) return std::nullopt;
   return SplitName{std::string(path.substr(0, at)), no - 1, count};
+}
+
+std::string model_name(std::string_view path) {
+  const std::optional<SplitName> split = parse_split_name(path);
+  const std::filesystem::path file(split ? split->prefix + std::string(kSuffix) : std::string(path));
+  return file.stem().string();
 }
 
 SplitKeys read_split_keys(const File& shard) {

@@ -31,6 +31,11 @@ struct SplitName {
 };
 std::optional<SplitName> parse_split_name(std::string_view path);
 
+// The model's name from its path: the file name without its directory and extension, and
+// for a shard in the layout also without "-NNNNN-of-MMMMM" ("dir/m-00001-of-00003.gguf"
+// and "dir/m.gguf" both give "m").
+std::string model_name(std::string_view path);
+
 // What one shard's split keys say. An unsplit file (no split keys) is shard 0 of 1.
 struct SplitKeys {
   bool present = false;

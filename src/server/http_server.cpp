@@ -9,13 +9,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
-#include <filesystem>
 #include <fmt/core.h>
 #include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
 
+#include "gguf/split.h"
 #include "runtime/conversation_checkpoint.h"
 #include "server/access_policy.h"
 #include "server/connection_threads.h"
@@ -78,7 +78,7 @@ class Server {
         body_memory_(kRequestBytesPerBodyByte * options.max_body_bytes),
         prepare_memory_(kRequestFixedBytes),
         access_({options.api_key, options.cors_origins, options.host}) {
-    if (options_.model_id.empty()) options_.model_id = std::filesystem::path(engine.options().model_path).stem().string();
+    if (options_.model_id.empty()) options_.model_id = gguf::model_name(engine.options().model_path);
     routes();
   }
 

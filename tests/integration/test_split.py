@@ -2,8 +2,10 @@
 the first and loads them all; logits and tokens equal the unsplit file's, all in RAM and
 paged on both I/O engines; expert reads keep every shard out of the page cache; a shard
 truncated while running is named; `inspect` and `plan` list the shards; every wrong shard
-set is one error line and a non-zero exit."""
+set is one error line and a non-zero exit; `serve` names the model without the shard
+suffix."""
 import filecmp
+import json
 import mmap
 import os
 import re
@@ -17,6 +19,7 @@ import harness
 from harness import PLAN_MARGIN, run, path, synth
 from test_pager import TEXT, drop_cache, resident_pages
 from test_pager import logits as logits_into
+from test_server import Server
 
 SHARDS = 3
 
@@ -118,6 +121,15 @@ class SameNumbers(unittest.TestCase):
         for shard in shards:
             self.assertRegex(plan, rf"(?m)^\s+{re.escape(shard)}\s+[\d.]+ [KM]iB\s+\d+ tensors$")
         self.assertIn("Model files (1 shard)", run("plan", "-m", source_model(), "--ram-budget", "64G").stdout)
+
+    def test_serve_names_the_model_without_the_shard_suffix(self):
+        server = Server(split_model("serve")[0], "--ctx", "256")
+        try:
+            status, body = server.get("/v1/models")
+            self.assertEqual(status, 200)
+            self.assertEqual(json.loads(body)["data"][0]["id"], "m")
+        finally:
+            server.stop()
 
 
 class EveryShard(unittest.TestCase):

@@ -29,6 +29,10 @@ TEST(SplitNames, FollowGgufSplit) {
                           "m-00001-of-00003.bin", "m_00001-of-00003.gguf", "-00001-of-00003.gguf", "m-0000x-of-00003.gguf"}) {
     EXPECT_FALSE(parse_split_name(bad)) << bad;
   }
+  EXPECT_EQ(model_name("dir/model-q4-00001-of-00003.gguf"), "model-q4");
+  EXPECT_EQ(model_name("dir/model-q4.gguf"), "model-q4");
+  EXPECT_EQ(model_name("model"), "model");
+  EXPECT_EQ(model_name("m-0001-of-00003.gguf"), "m-0001-of-00003");  // not the layout: kept whole
 }
 
 TEST(SplitPlans, ByCountGivesEveryShardATensorAndKeepsOrder) {
