@@ -19,10 +19,9 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_batching import Serve, stream_once  # noqa: E402
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from bench_batching import Serve, stream_once  # noqa: E402
 
 
 def round_of(epq, model, a):

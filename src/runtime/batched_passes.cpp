@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <numeric>
 
 #include "quant/dot.h"
 #include "util/error.h"
@@ -159,7 +158,7 @@ void BatchedPasses::start_step() {
     }
   }
   counts_.deferred_passes += waiting_.size();
-  step_tokens_ = std::accumulate(step_.begin(), step_.end(), int64_t{0}, [](int64_t n, const Pass* p) { return n + p->n_tokens; });
+  step_tokens_ = tokens;
   source_ = &hooks_.open(step_tokens_, step_.front()->pos0);
   ++counts_.steps;
   counts_.passes += step_.size();
