@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -35,97 +36,216 @@ inline __m256i nibbles32(const uint8_t* qs) {
 inline __m256i bit_of_bytes(__m256i v, int k) {
   return _mm256_and_si256(_mm256_srli_epi16(v, k), _mm256_set1_epi8(1));
 }
-// 32 bits -> 32 bytes: 0xFF where the bit is set.
-inline __m256i bits_to_bytes(uint32_t bits) {
-  const __m256i shuffle = _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
-  __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), shuffle);
-  const __m256i mask = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
-  v = _mm256_or_si256(v, mask);
-  return _mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1));
-}
 inline __m256i lookup16(const int8_t* table, __m256i idx) {
   __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(table));
   return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), idx);
 }
 
 // ---- 32-element formats against BlockQ8x32 activations ----
-// A format decodes one block to 32 int8 codes, a scale d and an offset m (x = d*q + m).
-struct Decoded32 {
-  __m256i q;
-  float d;
-  float m;
-};
+// Written in 128-bit vectors: a block is two halves of 16 codes (elements 0-15 and
+// 16-31), so no lane crossing is needed, and CPUs that split 256-bit operations in two
+// (Zen 1) do no more work. Blocks go in groups of four: the integer dot products of the
+// four blocks are gathered into one vector [b0 b1 b2 b3] by horizontal adds, converted
+// and scaled together (one conversion and two multiplies per group, not per block).
 
+// A block's codes: elements 0-15 and 16-31.
+struct Codes32 {
+  __m128i low, high;
+};
+inline Codes32 nibbles16x2(const uint8_t* qs) {
+  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  return {_mm_and_si128(x, m4), _mm_and_si128(_mm_srli_epi16(x, 4), m4)};
+}
+// Bits 0-15 of `bits` to 16 bytes: 0x10 where the bit is set (the fifth bit of a Q5 code).
+inline __m128i fifth_bits16(uint32_t bits) {
+  const __m128i spread = _mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(bits)), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+  const __m128i bit = _mm_set1_epi64x(static_cast<int64_t>(0x8040201008040201));
+  return _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(spread, bit), bit), _mm_set1_epi8(0x10));
+}
+inline Codes32 five_bit(const uint8_t* qs, const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  const Codes32 low4 = nibbles16x2(qs);
+  return {_mm_or_si128(low4.low, fifth_bits16(bits)), _mm_or_si128(low4.high, fifth_bits16(bits >> 16))};
+}
+inline Codes32 lookup16x2(const int8_t* table, Codes32 idx) {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(table));
+  return {_mm_shuffle_epi8(t, idx.low), _mm_shuffle_epi8(t, idx.high)};
+}
+// The F16 field at byte `at` of blocks b[0..count) (count <= 4) as floats, 0 past count.
+// Gathered in an integer register: the integer units are idle, the vector units are not.
+template <typename Block>
+inline __m128 f16_field4(const Block* b, size_t at, int count) {
+  uint64_t bits = 0;
+  for (int k = 0; k < count; ++k) {
+    uint16_t h;
+    std::memcpy(&h, reinterpret_cast<const uint8_t*>(b + k) + at, 2);
+    bits |= uint64_t{h} << (16 * k);
+  }
+  return _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(bits)));
+}
+
+// How a block's int16 pair sums may be added before they overflow (activations
+// |a| <= 127): four blocks (codes <= 15: 16 products <= 30480), two (codes <= 31: 8
+// products <= 31496), or none (|code| <= 127: widened to int32 at once).
+enum class Headroom { kFourBlocks, kTwoBlocks, kNone };
+
+// A format: its block, whether its codes are signed, its headroom, its codes, its
+// scales d and (kOffset formats) offsets m of blocks b[0..count), 0 past count: x = d*q + m.
 // Q4_0 and Q5_0 codes are used unsigned, their offset (-8 or -16 times d) applied
 // through the activation block's sum: cheaper than making the codes signed.
 struct FmtQ4_0 {
   using Block = BlockQ4_0;
-  static constexpr bool kUnsigned = true, kOffset = true;
-  static Decoded32 decode(const Block& b) {
-    const float d = f16_to_f32(b.d);
-    return {nibbles32(b.qs), d, -8 * d};
-  }
+  static constexpr bool kSigned = false, kOffset = true;
+  static constexpr Headroom kHeadroom = Headroom::kFourBlocks;
+  static Codes32 codes(const Block& b) { return nibbles16x2(b.qs); }
+  static __m128 scales(const Block* b, int count) { return f16_field4(b, offsetof(Block, d), count); }
+  static __m128 offsets(const Block*, __m128 d, int) { return _mm_mul_ps(d, _mm_set1_ps(-8)); }
 };
 struct FmtQ4_1 {
   using Block = BlockQ4_1;
-  static constexpr bool kUnsigned = true, kOffset = true;
-  static Decoded32 decode(const Block& b) { return {nibbles32(b.qs), f16_to_f32(b.d), f16_to_f32(b.m)}; }
+  static constexpr bool kSigned = false, kOffset = true;
+  static constexpr Headroom kHeadroom = Headroom::kFourBlocks;
+  static Codes32 codes(const Block& b) { return nibbles16x2(b.qs); }
+  static __m128 scales(const Block* b, int count) { return f16_field4(b, offsetof(Block, d), count); }
+  static __m128 offsets(const Block* b, __m128, int count) { return f16_field4(b, offsetof(Block, m), count); }
 };
-inline __m256i five_bit(const uint8_t* qs, const uint8_t* qh) {
-  uint32_t bits;
-  std::memcpy(&bits, qh, 4);
-  return _mm256_or_si256(nibbles32(qs), _mm256_and_si256(bits_to_bytes(bits), _mm256_set1_epi8(0x10)));
-}
 struct FmtQ5_0 {
   using Block = BlockQ5_0;
-  static constexpr bool kUnsigned = true, kOffset = true;
-  static Decoded32 decode(const Block& b) {
-    const float d = f16_to_f32(b.d);
-    return {five_bit(b.qs, b.qh), d, -16 * d};
-  }
+  static constexpr bool kSigned = false, kOffset = true;
+  static constexpr Headroom kHeadroom = Headroom::kTwoBlocks;
+  static Codes32 codes(const Block& b) { return five_bit(b.qs, b.qh); }
+  static __m128 scales(const Block* b, int count) { return f16_field4(b, offsetof(Block, d), count); }
+  static __m128 offsets(const Block*, __m128 d, int) { return _mm_mul_ps(d, _mm_set1_ps(-16)); }
 };
 struct FmtQ5_1 {
   using Block = BlockQ5_1;
-  static constexpr bool kUnsigned = true, kOffset = true;
-  static Decoded32 decode(const Block& b) { return {five_bit(b.qs, b.qh), f16_to_f32(b.d), f16_to_f32(b.m)}; }
+  static constexpr bool kSigned = false, kOffset = true;
+  static constexpr Headroom kHeadroom = Headroom::kTwoBlocks;
+  static Codes32 codes(const Block& b) { return five_bit(b.qs, b.qh); }
+  static __m128 scales(const Block* b, int count) { return f16_field4(b, offsetof(Block, d), count); }
+  static __m128 offsets(const Block* b, __m128, int count) { return f16_field4(b, offsetof(Block, m), count); }
 };
 struct FmtQ8_0 {
   using Block = BlockQ8_0;
-  static constexpr bool kUnsigned = false, kOffset = false;
-  static Decoded32 decode(const Block& b) { return {load256(b.qs), f16_to_f32(b.d), 0}; }
+  static constexpr bool kSigned = true, kOffset = false;
+  static constexpr Headroom kHeadroom = Headroom::kNone;
+  static Codes32 codes(const Block& b) {
+    return {_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)), _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16))};
+  }
+  static __m128 scales(const Block* b, int count) { return f16_field4(b, offsetof(Block, d), count); }
 };
 struct FmtIQ4_NL {
   using Block = BlockIQ4_NL;
-  static constexpr bool kUnsigned = false, kOffset = false;
-  static Decoded32 decode(const Block& b) { return {lookup16(kIQ4NLValues, nibbles32(b.qs)), f16_to_f32(b.d), 0}; }
+  static constexpr bool kSigned = true, kOffset = false;
+  static constexpr Headroom kHeadroom = Headroom::kNone;
+  static Codes32 codes(const Block& b) { return lookup16x2(kIQ4NLValues, nibbles16x2(b.qs)); }
+  static __m128 scales(const Block* b, int count) { return f16_field4(b, offsetof(Block, d), count); }
 };
+// MXFP4 codes (|q| <= 12) are used unsigned, stored + 12 (0..24), with the offset -12 d.
 struct FmtMXFP4 {
   using Block = BlockMXFP4;
-  static constexpr bool kUnsigned = false, kOffset = false;
-  static Decoded32 decode(const Block& b) { return {lookup16(kMXFP4Values, nibbles32(b.qs)), e8m0_to_f32_half(b.e), 0}; }
+  static constexpr bool kSigned = false, kOffset = true;
+  static constexpr Headroom kHeadroom = Headroom::kTwoBlocks;
+  static constexpr std::array<int8_t, 16> kPlus12 = [] {
+    std::array<int8_t, 16> t{};
+    for (int i = 0; i < 16; ++i) t[i] = static_cast<int8_t>(kMXFP4Values[i] + 12);
+    return t;
+  }();
+  static Codes32 codes(const Block& b) { return lookup16x2(kPlus12.data(), nibbles16x2(b.qs)); }
+  // e8m0_to_f32_half on four lanes: (e - 1) << 23, or 2^21 << e for e < 2; 0 past count.
+  static __m128 scales(const Block* b, int count) {
+    uint32_t bytes = 0;
+    for (int k = 0; k < count; ++k) bytes |= uint32_t{b[k].e} << (8 * k);
+    const __m128i e = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(bytes)));
+    const __m128i normal = _mm_slli_epi32(_mm_sub_epi32(e, _mm_set1_epi32(1)), 23);
+    const __m128i small = _mm_sllv_epi32(_mm_set1_epi32(0x00200000), e);
+    const __m128i past = _mm_cmplt_epi32(_mm_setr_epi32(0, 1, 2, 3), _mm_set1_epi32(count));
+    return _mm_castsi128_ps(_mm_and_si128(_mm_blendv_epi8(small, normal, _mm_cmpgt_epi32(e, _mm_set1_epi32(1))), past));
+  }
+  static __m128 offsets(const Block*, __m128 d, int) { return _mm_mul_ps(d, _mm_set1_ps(-12)); }
 };
 
 template <typename F>
 struct Dot32 {
+  using Block = typename F::Block;
+  // A block's codes as vpmaddubsw takes them: unsigned `mul`, and for signed codes the
+  // codes themselves, whose signs move onto the activations (|q| * (a * sign q) = q * a).
+  struct Operands {
+    Codes32 mul, sign;
+  };
+  static Operands operands(const Block& b) {
+    const Codes32 q = F::codes(b);
+    if constexpr (F::kSigned) return {{_mm_sign_epi8(q.low, q.low), _mm_sign_epi8(q.high, q.high)}, q};
+    return {q, q};
+  }
+  // One block's dot product with activation block a, as lanes that add up to it: int16
+  // lanes, or int32 lanes for Headroom::kNone.
+  static __m128i block_sum(const Operands& x, const BlockQ8x32& a) {
+    __m128i a_low = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.qs));
+    __m128i a_high = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.qs + 16));
+    if constexpr (F::kSigned) a_low = _mm_sign_epi8(a_low, x.sign.low), a_high = _mm_sign_epi8(a_high, x.sign.high);
+    const __m128i low = _mm_maddubs_epi16(x.mul.low, a_low), high = _mm_maddubs_epi16(x.mul.high, a_high);
+    if constexpr (F::kHeadroom == Headroom::kNone) {
+      const __m128i ones = _mm_set1_epi16(1);
+      return _mm_add_epi32(_mm_madd_epi16(low, ones), _mm_madd_epi16(high, ones));
+    }
+    return _mm_add_epi16(low, high);
+  }
+  // Four blocks' lanes (block_sum) to [b0 b1 b2 b3] in int32.
+  static __m128i gather_sums(const __m128i (&p)[4]) {
+    const __m128i ones = _mm_set1_epi16(1);
+    if constexpr (F::kHeadroom == Headroom::kFourBlocks) {
+      return _mm_madd_epi16(_mm_hadd_epi16(_mm_hadd_epi16(p[0], p[1]), _mm_hadd_epi16(p[2], p[3])), ones);
+    } else if constexpr (F::kHeadroom == Headroom::kTwoBlocks) {
+      return _mm_hadd_epi32(_mm_madd_epi16(_mm_hadd_epi16(p[0], p[1]), ones), _mm_madd_epi16(_mm_hadd_epi16(p[2], p[3]), ones));
+    } else {
+      return _mm_hadd_epi32(_mm_hadd_epi32(p[0], p[1]), _mm_hadd_epi32(p[2], p[3]));
+    }
+  }
+  // Activation blocks a[0..count): their scales d and sums s (see BlockQ8x32), 0 past count.
+  static void act_scales(const BlockQ8x32* a, int count, __m128& d, __m128& s) {
+    __m128d ds[4];
+    for (int k = 0; k < 4; ++k) ds[k] = k < count ? _mm_load_sd(reinterpret_cast<const double*>(&a[k].d)) : _mm_setzero_pd();
+    const __m128 first = _mm_castpd_ps(_mm_unpacklo_pd(ds[0], ds[1])), second = _mm_castpd_ps(_mm_unpacklo_pd(ds[2], ds[3]));
+    d = _mm_shuffle_ps(first, second, _MM_SHUFFLE(2, 0, 2, 0));
+    s = _mm_shuffle_ps(first, second, _MM_SHUFFLE(3, 1, 3, 1));
+  }
+
+  // Blocks x[0..count) (count <= 4) against columns a[c] + b: each column's lanes k add
+  // d_k * (da_k * dot_k) + m_k * sa_k. A column's sums do not depend on C.
+  template <int C>
+  [[gnu::always_inline]] static void group(const Block* x, const BlockQ8x32* const (&a)[C], int64_t b, int count, __m128 (&acc)[C]) {
+    Operands ops[4];
+    for (int k = 0; k < count; ++k) ops[k] = operands(x[k]);
+    const __m128 d = F::scales(x, count);
+    __m128 m = _mm_setzero_ps();
+    if constexpr (F::kOffset) m = F::offsets(x, d, count);
+    for (int c = 0; c < C; ++c) {
+      __m128i p[4];
+      for (int k = 0; k < 4; ++k) p[k] = k < count ? block_sum(ops[k], a[c][b + k]) : _mm_setzero_si128();
+      __m128 ad, as;
+      act_scales(a[c] + b, count, ad, as);
+      acc[c] = _mm_fmadd_ps(d, _mm_mul_ps(_mm_cvtepi32_ps(gather_sums(p)), ad), acc[c]);
+      if constexpr (F::kOffset) acc[c] = _mm_fmadd_ps(m, as, acc[c]);
+    }
+  }
+
   template <int C>
   static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
-    const auto* wb = static_cast<const typename F::Block*>(w);
+    const auto* wb = static_cast<const Block*>(w);
     const BlockQ8x32* a[C];
-    __m256 acc[C];
-    float offset[C];
-    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8x32>(act, stride, c), acc[c] = _mm256_setzero_ps(), offset[c] = 0;
-    for (int64_t b = 0; b < n / 32; ++b) {
-      prefetch_ahead(wb + b);
-      const Decoded32 x = F::decode(wb[b]);
-      for (int c = 0; c < C; ++c) {
-        const BlockQ8x32& ab = a[c][b];
-        const __m256i av = load256(ab.qs);
-        const __m256i p = F::kUnsigned ? dot_u8_i8(x.q, av) : dot_i8_i8(x.q, av);
-        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(x.d * ab.d), acc[c]);
-        if (F::kOffset) offset[c] += x.m * ab.s;
-      }
+    __m128 acc[C];
+    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8x32>(act, stride, c), acc[c] = _mm_setzero_ps();
+    const int64_t blocks = n / 32;
+    int64_t b = 0;
+    for (; b + 4 <= blocks; b += 4) {
+      prefetch_lines(reinterpret_cast<const char*>(wb + b) + kPrefetchBytes, 4 * sizeof(Block));
+      group<C>(wb + b, a, b, 4, acc);
     }
-    for (int c = 0; c < C; ++c) out[c] = hsum(acc[c]) + offset[c];
+    if (b < blocks) group<C>(wb + b, a, b, static_cast<int>(blocks - b), acc);
+    for (int c = 0; c < C; ++c) out[c] = hsum(acc[c]);
   }
 };
 

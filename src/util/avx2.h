@@ -8,13 +8,15 @@
 
 namespace epq {
 
-// The sum of the 8 lanes.
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+// The sum of the 4 lanes: (0 + 2) + (1 + 3).
+inline float hsum(__m128 s) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
+
+// The sum of the 8 lanes.
+inline float hsum(__m256 v) { return hsum(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1))); }
 
 // The sum of the 4 lanes.
 inline double hsum(__m256d v) {
