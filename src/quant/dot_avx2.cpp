@@ -1,12 +1,14 @@
 // AVX2 dot kernels (with FMA and F16C). Integer formats multiply int8 codes with
-// _mm256_maddubs_epi16 and scale per block; float formats use FMA. One weight block is
-// decoded once and dotted with up to kMaxCols activation vectors.
+// vpmaddubsw and scale per block (the 32-element formats in 128-bit vectors, four blocks
+// at a time); float formats use FMA. One weight block is decoded once and dotted with up
+// to kMaxCols activation vectors.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "quant/activation.h"
 #include "quant/blocks.h"
@@ -32,9 +34,11 @@ inline __m256i nibbles32(const uint8_t* qs) {
   __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
   return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(x, 4), x), _mm256_set1_epi8(0x0F));
 }
-// Bit k of each byte of v, as 0 or 1 per byte (k <= 7).
-inline __m256i bit_of_bytes(__m256i v, int k) {
-  return _mm256_and_si256(_mm256_srli_epi16(v, k), _mm256_set1_epi8(1));
+// Bit k of each byte of v moved to bit `to` of the byte, its other bits 0 (k, to <= 7):
+// one shift and one mask.
+inline __m256i bit_of_bytes_at(__m256i v, int k, int to) {
+  const __m256i moved = k >= to ? _mm256_srli_epi16(v, k - to) : _mm256_slli_epi16(v, to - k);
+  return _mm256_and_si256(moved, _mm256_set1_epi8(static_cast<char>(1 << to)));
 }
 inline __m256i lookup16(const int8_t* table, __m256i idx) {
   __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(table));
@@ -91,13 +95,20 @@ inline __m128 f16_field4(const Block* b, size_t at, int count) {
 // products <= 31496), or none (|code| <= 127: widened to int32 at once).
 enum class Headroom { kFourBlocks, kTwoBlocks, kNone };
 
-// A format: its block, whether its codes are signed, its headroom, its codes, its
-// scales d and (kOffset formats) offsets m of blocks b[0..count), 0 past count: x = d*q + m.
+// How vpmaddubsw, which takes one unsigned operand, gets signed codes q: as |q| against
+// a * sign(q) (any code, -128 too), or as q * sign(a) against |a| (codes >= -127), whose
+// magnitudes are made once per call for all its rows: one vpsignb per 16 codes, not two.
+// Both give the same integer products, so a kernel may choose either per call.
+enum class Signs { kUnsignedCodes, kCodeMagnitudes, kActivationMagnitudes };
+
+// A format: its block, how its signs are handled, its headroom, its codes, its scales d
+// and (kOffset formats) offsets m of blocks b[0..count), 0 past count: x = d*q + m.
 // Q4_0 and Q5_0 codes are used unsigned, their offset (-8 or -16 times d) applied
 // through the activation block's sum: cheaper than making the codes signed.
 struct FmtQ4_0 {
   using Block = BlockQ4_0;
-  static constexpr bool kSigned = false, kOffset = true;
+  static constexpr Signs kSigns = Signs::kUnsignedCodes;
+  static constexpr bool kOffset = true;
   static constexpr Headroom kHeadroom = Headroom::kFourBlocks;
   static Codes32 codes(const Block& b) { return nibbles16x2(b.qs); }
   static __m128 scales(const Block* b, int count) { return f16_field4(b, offsetof(Block, d), count); }
@@ -105,7 +116,8 @@ struct FmtQ4_0 {
 };
 struct FmtQ4_1 {
   using Block = BlockQ4_1;
-  static constexpr bool kSigned = false, kOffset = true;
+  static constexpr Signs kSigns = Signs::kUnsignedCodes;
+  static constexpr bool kOffset = true;
   static constexpr Headroom kHeadroom = Headroom::kFourBlocks;
   static Codes32 codes(const Block& b) { return nibbles16x2(b.qs); }
   static __m128 scales(const Block* b, int count) { return f16_field4(b, offsetof(Block, d), count); }
@@ -113,7 +125,8 @@ struct FmtQ4_1 {
 };
 struct FmtQ5_0 {
   using Block = BlockQ5_0;
-  static constexpr bool kSigned = false, kOffset = true;
+  static constexpr Signs kSigns = Signs::kUnsignedCodes;
+  static constexpr bool kOffset = true;
   static constexpr Headroom kHeadroom = Headroom::kTwoBlocks;
   static Codes32 codes(const Block& b) { return five_bit(b.qs, b.qh); }
   static __m128 scales(const Block* b, int count) { return f16_field4(b, offsetof(Block, d), count); }
@@ -121,7 +134,8 @@ struct FmtQ5_0 {
 };
 struct FmtQ5_1 {
   using Block = BlockQ5_1;
-  static constexpr bool kSigned = false, kOffset = true;
+  static constexpr Signs kSigns = Signs::kUnsignedCodes;
+  static constexpr bool kOffset = true;
   static constexpr Headroom kHeadroom = Headroom::kTwoBlocks;
   static Codes32 codes(const Block& b) { return five_bit(b.qs, b.qh); }
   static __m128 scales(const Block* b, int count) { return f16_field4(b, offsetof(Block, d), count); }
@@ -129,7 +143,8 @@ struct FmtQ5_1 {
 };
 struct FmtQ8_0 {
   using Block = BlockQ8_0;
-  static constexpr bool kSigned = true, kOffset = false;
+  static constexpr Signs kSigns = Signs::kCodeMagnitudes;  // files from other tools may hold -128
+  static constexpr bool kOffset = false;
   static constexpr Headroom kHeadroom = Headroom::kNone;
   static Codes32 codes(const Block& b) {
     return {_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)), _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16))};
@@ -138,7 +153,8 @@ struct FmtQ8_0 {
 };
 struct FmtIQ4_NL {
   using Block = BlockIQ4_NL;
-  static constexpr bool kSigned = true, kOffset = false;
+  static constexpr Signs kSigns = Signs::kActivationMagnitudes;  // codes -127..113; one column only (see Dot32)
+  static constexpr bool kOffset = false;
   static constexpr Headroom kHeadroom = Headroom::kNone;
   static Codes32 codes(const Block& b) { return lookup16x2(kIQ4NLValues, nibbles16x2(b.qs)); }
   static __m128 scales(const Block* b, int count) { return f16_field4(b, offsetof(Block, d), count); }
@@ -146,7 +162,8 @@ struct FmtIQ4_NL {
 // MXFP4 codes (|q| <= 12) are used unsigned, stored + 12 (0..24), with the offset -12 d.
 struct FmtMXFP4 {
   using Block = BlockMXFP4;
-  static constexpr bool kSigned = false, kOffset = true;
+  static constexpr Signs kSigns = Signs::kUnsignedCodes;
+  static constexpr bool kOffset = true;
   static constexpr Headroom kHeadroom = Headroom::kTwoBlocks;
   static constexpr std::array<int8_t, 16> kPlus12 = [] {
     std::array<int8_t, 16> t{};
@@ -167,26 +184,63 @@ struct FmtMXFP4 {
   static __m128 offsets(const Block*, __m128 d, int) { return _mm_mul_ps(d, _mm_set1_ps(-12)); }
 };
 
+// |a| of every activation code of columns 0..n_cols-1, for kernels of signed codes that
+// give vpmaddubsw the activations' magnitudes as its unsigned operand (Signs::
+// kActivationMagnitudes): column c's n magnitudes at c * n, in element order. Made once
+// per call, for all of its rows, in a buffer of the calling thread's.
+template <typename Act>
+const uint8_t* activation_magnitudes(int64_t n, const void* act, size_t stride, int n_cols) {
+  constexpr int64_t kBlock = sizeof(Act::qs);
+  thread_local std::vector<uint8_t> buffer;
+  buffer.resize(static_cast<size_t>(n * n_cols));
+  for (int c = 0; c < n_cols; ++c) {
+    const Act* a = act_col<Act>(act, stride, c);
+    uint8_t* out = buffer.data() + c * n;
+    for (int64_t b = 0; b < n / kBlock; ++b) {
+      for (int64_t k = 0; k < kBlock; k += 32) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + b * kBlock + k), _mm256_abs_epi8(load256(a[b].qs + k)));
+      }
+    }
+  }
+  return buffer.data();
+}
+
 template <typename F>
 struct Dot32 {
   using Block = typename F::Block;
-  // A block's codes as vpmaddubsw takes them: unsigned `mul`, and for signed codes the
-  // codes themselves, whose signs move onto the activations (|q| * (a * sign q) = q * a).
+  // The signs for C columns. Activation magnitudes cost a second load per activation
+  // vector, which with more columns outweighs the vpsignb of the codes they save (on a
+  // Zen 1, IQ4_NL: 1 column +13%, 4 columns -16%); from two columns on, the codes'
+  // magnitudes are used, giving the same bits.
+  template <int C>
+  static constexpr Signs kSignsFor = F::kSigns == Signs::kActivationMagnitudes && C > 1 ? Signs::kCodeMagnitudes : F::kSigns;
+  // A block's codes as vpmaddubsw takes them: `mul`, unsigned (the codes, or their
+  // magnitudes for Signs::kCodeMagnitudes), and for signed codes the codes themselves.
   struct Operands {
     Codes32 mul, sign;
   };
+  template <Signs S>
   static Operands operands(const Block& b) {
     const Codes32 q = F::codes(b);
-    if constexpr (F::kSigned) return {{_mm_sign_epi8(q.low, q.low), _mm_sign_epi8(q.high, q.high)}, q};
+    if constexpr (S == Signs::kCodeMagnitudes) return {{_mm_sign_epi8(q.low, q.low), _mm_sign_epi8(q.high, q.high)}, q};
     return {q, q};
   }
-  // One block's dot product with activation block a, as lanes that add up to it: int16
-  // lanes, or int32 lanes for Headroom::kNone.
-  static __m128i block_sum(const Operands& x, const BlockQ8x32& a) {
+  // One block's dot product with activation block a, block `at` of its column (whose
+  // magnitudes are `magnitudes`, for Signs::kActivationMagnitudes), as lanes that add up
+  // to it: int16 lanes, or int32 lanes for Headroom::kNone.
+  template <Signs S>
+  static __m128i block_sum(const Operands& x, const BlockQ8x32& a, const uint8_t* magnitudes, int64_t at) {
+    __m128i u_low = x.mul.low, u_high = x.mul.high;
     __m128i a_low = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.qs));
     __m128i a_high = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.qs + 16));
-    if constexpr (F::kSigned) a_low = _mm_sign_epi8(a_low, x.sign.low), a_high = _mm_sign_epi8(a_high, x.sign.high);
-    const __m128i low = _mm_maddubs_epi16(x.mul.low, a_low), high = _mm_maddubs_epi16(x.mul.high, a_high);
+    if constexpr (S == Signs::kCodeMagnitudes) {
+      a_low = _mm_sign_epi8(a_low, x.sign.low), a_high = _mm_sign_epi8(a_high, x.sign.high);
+    } else if constexpr (S == Signs::kActivationMagnitudes) {
+      u_low = _mm_loadu_si128(reinterpret_cast<const __m128i*>(magnitudes + 32 * at));
+      u_high = _mm_loadu_si128(reinterpret_cast<const __m128i*>(magnitudes + 32 * at + 16));
+      a_low = _mm_sign_epi8(x.sign.low, a_low), a_high = _mm_sign_epi8(x.sign.high, a_high);
+    }
+    const __m128i low = _mm_maddubs_epi16(u_low, a_low), high = _mm_maddubs_epi16(u_high, a_high);
     if constexpr (F::kHeadroom == Headroom::kNone) {
       const __m128i ones = _mm_set1_epi16(1);
       return _mm_add_epi32(_mm_madd_epi16(low, ones), _mm_madd_epi16(high, ones));
@@ -216,15 +270,18 @@ struct Dot32 {
   // Blocks x[0..count) (count <= 4) against columns a[c] + b: each column's lanes k add
   // d_k * (da_k * dot_k) + m_k * sa_k. A column's sums do not depend on C.
   template <int C>
-  [[gnu::always_inline]] static void group(const Block* x, const BlockQ8x32* const (&a)[C], int64_t b, int count, __m128 (&acc)[C]) {
+  [[gnu::always_inline]] static void group(const Block* x, const BlockQ8x32* const (&a)[C], const uint8_t* const (&magnitudes)[C],
+                                           int64_t b, int count, __m128 (&acc)[C]) {
     Operands ops[4];
-    for (int k = 0; k < count; ++k) ops[k] = operands(x[k]);
+    for (int k = 0; k < count; ++k) ops[k] = operands<kSignsFor<C>>(x[k]);
     const __m128 d = F::scales(x, count);
     __m128 m = _mm_setzero_ps();
     if constexpr (F::kOffset) m = F::offsets(x, d, count);
     for (int c = 0; c < C; ++c) {
       __m128i p[4];
-      for (int k = 0; k < 4; ++k) p[k] = k < count ? block_sum(ops[k], a[c][b + k]) : _mm_setzero_si128();
+      for (int k = 0; k < 4; ++k) {
+        p[k] = k < count ? block_sum<kSignsFor<C>>(ops[k], a[c][b + k], magnitudes[c], b + k) : _mm_setzero_si128();
+      }
       __m128 ad, as;
       act_scales(a[c] + b, count, ad, as);
       acc[c] = _mm_fmadd_ps(d, _mm_mul_ps(_mm_cvtepi32_ps(gather_sums(p)), ad), acc[c]);
@@ -232,20 +289,33 @@ struct Dot32 {
     }
   }
 
+  // One row; `magnitudes` as made by activation_magnitudes (kSignsFor<C> = Signs::kActivationMagnitudes only).
   template <int C>
-  static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
+  static void run(int64_t n, const void* w, const void* act, size_t stride, const uint8_t* magnitudes, float* out) {
     const auto* wb = static_cast<const Block*>(w);
     const BlockQ8x32* a[C];
+    const uint8_t* mag[C];
     __m128 acc[C];
-    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8x32>(act, stride, c), acc[c] = _mm_setzero_ps();
+    for (int c = 0; c < C; ++c) {
+      a[c] = act_col<BlockQ8x32>(act, stride, c), acc[c] = _mm_setzero_ps();
+      mag[c] = magnitudes == nullptr ? nullptr : magnitudes + c * n;
+    }
     const int64_t blocks = n / 32;
     int64_t b = 0;
     for (; b + 4 <= blocks; b += 4) {
       prefetch_lines(reinterpret_cast<const char*>(wb + b) + kPrefetchBytes, 4 * sizeof(Block));
-      group<C>(wb + b, a, b, 4, acc);
+      group<C>(wb + b, a, mag, b, 4, acc);
     }
-    if (b < blocks) group<C>(wb + b, a, b, static_cast<int>(blocks - b), acc);
+    if (b < blocks) group<C>(wb + b, a, mag, b, static_cast<int>(blocks - b), acc);
     for (int c = 0; c < C; ++c) out[c] = hsum(acc[c]);
+  }
+
+  template <int C>
+  static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
+                     size_t out_stride) {
+    const uint8_t* magnitudes = nullptr;
+    if constexpr (kSignsFor<C> == Signs::kActivationMagnitudes) magnitudes = activation_magnitudes<BlockQ8x32>(n, act, stride, C);
+    each_row<Dot32, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride, magnitudes);
   }
 };
 
@@ -314,8 +384,8 @@ struct DotQ45K {
             __m256i q0 = _mm256_and_si256(h == 0 ? first : _mm256_srli_epi16(first, 4), m4);
             __m256i q1 = _mm256_and_si256(h == 0 ? second : _mm256_srli_epi16(second, 4), m4);
             if constexpr (kFive) {
-              q0 = _mm256_or_si256(q0, _mm256_slli_epi16(bit_of_bytes(fifth_bits[0], k), 4));
-              q1 = _mm256_or_si256(q1, _mm256_slli_epi16(bit_of_bytes(fifth_bits[1], k), 4));
+              q0 = _mm256_or_si256(q0, bit_of_bytes_at(fifth_bits[0], k, 4));
+              q1 = _mm256_or_si256(q1, bit_of_bytes_at(fifth_bits[1], k, 4));
             }
             const __m256i scale = _mm256_shuffle_epi8(scales_mins, load256(kRowPairScale[k]));
             for (int c = 0; c < C; ++c) {
@@ -459,7 +529,7 @@ struct DotQ23K {
         const __m256i bits = load256(x.qs + 32 * h);
         for (int j = 0; j < 4; ++j) {
           __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), m2);
-          if constexpr (kThree) q = _mm256_or_si256(q, _mm256_slli_epi16(bit_of_bytes(hbits, 4 * h + j), 2));
+          if constexpr (kThree) q = _mm256_or_si256(q, bit_of_bytes_at(hbits, 4 * h + j, 2));
           const __m256i s = _mm256_shuffle_epi8(h == 0 ? scales_low : scales_high, load256(kPairMask[j]));
           for (int c = 0; c < C; ++c) {
             sum[c] = _mm256_add_epi32(sum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q, load256(a[c][b].qs + 128 * h + 32 * j)), s));
@@ -482,9 +552,10 @@ struct DotQ23K {
   }
 };
 
+// IQ4_XS codes are IQ4_NL's, signed: vpmaddubsw takes |a| and q * sign(a) (see Signs).
 struct DotIQ4XS {
   template <int C>
-  static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
+  static void run(int64_t n, const void* w, const void* act, size_t stride, const uint8_t* magnitudes, float* out) {
     const auto* wb = static_cast<const BlockIQ4_XS*>(w);
     const BlockQ8_K* a[C];
     __m256 acc[C];
@@ -497,10 +568,10 @@ struct DotIQ4XS {
       for (int s = 0; s < 8; ++s) {
         const int ls = iq4_xs_scale(x, s);
         const __m256i q = lookup16(kIQ4NLValues, nibbles32(x.qs + 16 * s));
-        const __m256i q_abs = _mm256_sign_epi8(q, q);
         const __m256i scale = _mm256_set1_epi16(static_cast<int16_t>(ls));  // applied while widening the pair sums
         for (int c = 0; c < C; ++c) {
-          const __m256i pairs = _mm256_maddubs_epi16(q_abs, _mm256_sign_epi8(load256(a[c][b].qs + 32 * s), q));
+          const __m256i a_abs = load256(magnitudes + c * n + 256 * b + 32 * s);
+          const __m256i pairs = _mm256_maddubs_epi16(a_abs, _mm256_sign_epi8(q, load256(a[c][b].qs + 32 * s)));
           sum[c] = _mm256_add_epi32(sum[c], _mm256_madd_epi16(pairs, scale));
         }
       }
@@ -508,6 +579,12 @@ struct DotIQ4XS {
       for (int c = 0; c < C; ++c) acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d * a[c][b].d), _mm256_cvtepi32_ps(sum[c]), acc[c]);
     }
     for (int c = 0; c < C; ++c) out[c] = hsum(acc[c]);
+  }
+
+  template <int C>
+  static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
+                     size_t out_stride) {
+    each_row<DotIQ4XS, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride, activation_magnitudes<BlockQ8_K>(n, act, stride, C));
   }
 };
 

@@ -203,13 +203,14 @@ struct DotFloat {
   }
 };
 
-// K::run<C> on each row of the run in turn.
-template <typename K, int C>
+// K::run<C> on each row of the run in turn, with `extra` (what K prepared for the whole
+// run) passed between the activations and the row's results.
+template <typename K, int C, typename... Extra>
 void each_row(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
-              size_t out_stride) {
+              size_t out_stride, Extra... extra) {
   for (int64_t r = 0; r < n_rows; ++r) {
     float row_out[C];
-    K::template run<C>(n, w + static_cast<size_t>(r) * row_bytes, act, stride, row_out);
+    K::template run<C>(n, w + static_cast<size_t>(r) * row_bytes, act, stride, extra..., row_out);
     for (int c = 0; c < C; ++c) out[static_cast<size_t>(c) * out_stride + static_cast<size_t>(r)] = row_out[c];
   }
 }
