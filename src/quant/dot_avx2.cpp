@@ -102,68 +102,55 @@ enum class Headroom { kFourBlocks, kTwoBlocks, kNone };
 enum class Signs { kUnsignedCodes, kCodeMagnitudes, kActivationMagnitudes };
 
 // A format: its block, how its signs are handled, its headroom, its codes, its scales d
-// and (kOffset formats) offsets m of blocks b[0..count), 0 past count: x = d*q + m.
+// and (formats with an offset) offsets m of blocks b[0..count), 0 past count: x = d*q + m.
+// Most formats keep d as an F16 field `d` of the block.
+template <typename B>
+struct F16Scaled {
+  using Block = B;
+  static __m128 scales(const Block* b, int count) { return f16_field4(b, offsetof(Block, d), count); }
+};
 // Q4_0 and Q5_0 codes are used unsigned, their offset (-8 or -16 times d) applied
 // through the activation block's sum: cheaper than making the codes signed.
-struct FmtQ4_0 {
-  using Block = BlockQ4_0;
+struct FmtQ4_0 : F16Scaled<BlockQ4_0> {
   static constexpr Signs kSigns = Signs::kUnsignedCodes;
-  static constexpr bool kOffset = true;
   static constexpr Headroom kHeadroom = Headroom::kFourBlocks;
   static Codes32 codes(const Block& b) { return nibbles16x2(b.qs); }
-  static __m128 scales(const Block* b, int count) { return f16_field4(b, offsetof(Block, d), count); }
   static __m128 offsets(const Block*, __m128 d, int) { return _mm_mul_ps(d, _mm_set1_ps(-8)); }
 };
-struct FmtQ4_1 {
-  using Block = BlockQ4_1;
+struct FmtQ4_1 : F16Scaled<BlockQ4_1> {
   static constexpr Signs kSigns = Signs::kUnsignedCodes;
-  static constexpr bool kOffset = true;
   static constexpr Headroom kHeadroom = Headroom::kFourBlocks;
   static Codes32 codes(const Block& b) { return nibbles16x2(b.qs); }
-  static __m128 scales(const Block* b, int count) { return f16_field4(b, offsetof(Block, d), count); }
   static __m128 offsets(const Block* b, __m128, int count) { return f16_field4(b, offsetof(Block, m), count); }
 };
-struct FmtQ5_0 {
-  using Block = BlockQ5_0;
+struct FmtQ5_0 : F16Scaled<BlockQ5_0> {
   static constexpr Signs kSigns = Signs::kUnsignedCodes;
-  static constexpr bool kOffset = true;
   static constexpr Headroom kHeadroom = Headroom::kTwoBlocks;
   static Codes32 codes(const Block& b) { return five_bit(b.qs, b.qh); }
-  static __m128 scales(const Block* b, int count) { return f16_field4(b, offsetof(Block, d), count); }
   static __m128 offsets(const Block*, __m128 d, int) { return _mm_mul_ps(d, _mm_set1_ps(-16)); }
 };
-struct FmtQ5_1 {
-  using Block = BlockQ5_1;
+struct FmtQ5_1 : F16Scaled<BlockQ5_1> {
   static constexpr Signs kSigns = Signs::kUnsignedCodes;
-  static constexpr bool kOffset = true;
   static constexpr Headroom kHeadroom = Headroom::kTwoBlocks;
   static Codes32 codes(const Block& b) { return five_bit(b.qs, b.qh); }
-  static __m128 scales(const Block* b, int count) { return f16_field4(b, offsetof(Block, d), count); }
   static __m128 offsets(const Block* b, __m128, int count) { return f16_field4(b, offsetof(Block, m), count); }
 };
-struct FmtQ8_0 {
-  using Block = BlockQ8_0;
+struct FmtQ8_0 : F16Scaled<BlockQ8_0> {
   static constexpr Signs kSigns = Signs::kCodeMagnitudes;  // files from other tools may hold -128
-  static constexpr bool kOffset = false;
   static constexpr Headroom kHeadroom = Headroom::kNone;
   static Codes32 codes(const Block& b) {
     return {_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)), _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16))};
   }
-  static __m128 scales(const Block* b, int count) { return f16_field4(b, offsetof(Block, d), count); }
 };
-struct FmtIQ4_NL {
-  using Block = BlockIQ4_NL;
+struct FmtIQ4_NL : F16Scaled<BlockIQ4_NL> {
   static constexpr Signs kSigns = Signs::kActivationMagnitudes;  // codes -127..113; one column only (see Dot32)
-  static constexpr bool kOffset = false;
   static constexpr Headroom kHeadroom = Headroom::kNone;
   static Codes32 codes(const Block& b) { return lookup16x2(kIQ4NLValues, nibbles16x2(b.qs)); }
-  static __m128 scales(const Block* b, int count) { return f16_field4(b, offsetof(Block, d), count); }
 };
 // MXFP4 codes (|q| <= 12) are used unsigned, stored + 12 (0..24), with the offset -12 d.
 struct FmtMXFP4 {
   using Block = BlockMXFP4;
   static constexpr Signs kSigns = Signs::kUnsignedCodes;
-  static constexpr bool kOffset = true;
   static constexpr Headroom kHeadroom = Headroom::kTwoBlocks;
   static constexpr std::array<int8_t, 16> kPlus12 = [] {
     std::array<int8_t, 16> t{};
@@ -208,6 +195,7 @@ const uint8_t* activation_magnitudes(int64_t n, const void* act, size_t stride, 
 template <typename F>
 struct Dot32 {
   using Block = typename F::Block;
+  static constexpr bool kOffset = requires { F::offsets; };
   // The signs for C columns. Activation magnitudes cost a second load per activation
   // vector, which with more columns outweighs the vpsignb of the codes they save (on a
   // Zen 1, IQ4_NL: 1 column +13%, 4 columns -16%); from two columns on, the codes'
@@ -276,7 +264,7 @@ struct Dot32 {
     for (int k = 0; k < count; ++k) ops[k] = operands<kSignsFor<C>>(x[k]);
     const __m128 d = F::scales(x, count);
     __m128 m = _mm_setzero_ps();
-    if constexpr (F::kOffset) m = F::offsets(x, d, count);
+    if constexpr (kOffset) m = F::offsets(x, d, count);
     for (int c = 0; c < C; ++c) {
       __m128i p[4];
       for (int k = 0; k < 4; ++k) {
@@ -285,7 +273,7 @@ struct Dot32 {
       __m128 ad, as;
       act_scales(a[c] + b, count, ad, as);
       acc[c] = _mm_fmadd_ps(d, _mm_mul_ps(_mm_cvtepi32_ps(gather_sums(p)), ad), acc[c]);
-      if constexpr (F::kOffset) acc[c] = _mm_fmadd_ps(m, as, acc[c]);
+      if constexpr (kOffset) acc[c] = _mm_fmadd_ps(m, as, acc[c]);
     }
   }
 
