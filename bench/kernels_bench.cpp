@@ -217,7 +217,8 @@ void register_all() {
   if (epq::quant::cpu_features().avx512_vnni) {
     benchmark::RegisterBenchmark("VnniPeak", BM_VnniPeak)->Unit(benchmark::kMicrosecond)->UseRealTime();
   }
-  for (Type t : {Type::Q4_K, Type::Q6_K, Type::Q8_0, Type::Q5_K, Type::Q3_K, Type::Q2_K, Type::IQ4_NL, Type::IQ4_XS, Type::Q4_0, Type::MXFP4, Type::BF16}) {
+  for (Type t : {Type::Q4_K, Type::Q6_K, Type::Q8_0, Type::Q5_K, Type::Q3_K, Type::Q2_K, Type::IQ4_NL, Type::IQ4_XS, Type::Q4_0,
+                 Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::MXFP4, Type::BF16}) {
     benchmark::RegisterBenchmark((std::string("Matmul/") + epq::quant::name(t)).c_str(), BM_Matmul, t)
         ->ArgName("tokens")
         ->Arg(1)

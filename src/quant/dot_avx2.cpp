@@ -61,11 +61,19 @@ inline Codes32 nibbles16x2(const uint8_t* qs) {
   const __m128i m4 = _mm_set1_epi8(0x0F);
   return {_mm_and_si128(x, m4), _mm_and_si128(_mm_srli_epi16(x, 4), m4)};
 }
-// Bits 0-15 of `bits` to 16 bytes: 0x10 where the bit is set (the fifth bit of a Q5 code).
+// Byte k of kFifthBits[v] is 0x10 where bit k of v is set: the fifth bit of a Q5 code in place.
+constexpr std::array<uint64_t, 256> kFifthBits = [] {
+  std::array<uint64_t, 256> t{};
+  for (int v = 0; v < 256; ++v) {
+    for (int k = 0; k < 8; ++k) t[v] |= uint64_t{(v >> k) & 1u} << (8 * k + 4);
+  }
+  return t;
+}();
+// Bits 0-15 of `bits` to 16 bytes, 0x10 where the bit is set: two look-ups in kFifthBits
+// (2 KiB, in L1), on the integer side, where the vector units are the busy ones.
 inline __m128i fifth_bits16(uint32_t bits) {
-  const __m128i spread = _mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(bits)), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
-  const __m128i bit = _mm_set1_epi64x(static_cast<int64_t>(0x8040201008040201));
-  return _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(spread, bit), bit), _mm_set1_epi8(0x10));
+  const __m128i low = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(&kFifthBits[bits & 0xFF]));
+  return _mm_castpd_si128(_mm_loadh_pd(_mm_castsi128_pd(low), reinterpret_cast<const double*>(&kFifthBits[(bits >> 8) & 0xFF])));
 }
 inline Codes32 five_bit(const uint8_t* qs, const uint8_t* qh) {
   uint32_t bits;
@@ -489,38 +497,92 @@ struct DotQ6K {
 };
 
 // Q2_K and Q3_K share the 2-bit plane layout: element h*128 + 32j + l holds bits 2j of
-// qs[32h + l]; sub-blocks of 16 elements.
+// qs[32h + l]; sub-blocks of 16 elements, so a 32-code group j of half h holds sub-block
+// 8h + 2j in its low 128-bit half and 8h + 2j + 1 in its high half.
+//
+// Q3_K multiplies each group's vpmaddubsw pair sums by their sub-block's scale with
+// vpmaddwd. Q2_K's scales (0..15) and codes (0..3) are small enough to be multiplied
+// before: a look-up table gives s * q (<= 45) for code q, so vpmaddubsw makes the scaled
+// pair sums (<= 2 * 45 * 127 = 11430), two groups are added in int16, and one vpmaddwd by
+// 1 widens them: three multiplies per 64 codes and column, not four. Building the tables
+// pays with several columns (prompts); one column (decode) keeps the scale-after route,
+// which was faster there. The 32-bit lanes hold the same integers either way, so the
+// bits are the same too.
 template <bool kThree>
 struct DotQ23K {
   using Block = std::conditional_t<kThree, BlockQ3_K, BlockQ2_K>;
+
+  // Q2_K's tables: table[2h + J] serves groups j = 2J and 2J + 1 of half h, indexed by
+  // group 2J's code q (byte q) or group 2J + 1's (byte 4q), so both index straight from
+  // the code bits under a mask. In the low 128-bit half byte q (or 4q) is the scaled code
+  // scale[8h + 2j] * q, in the high half scale[8h + 2j + 1] * q; byte 0 is 0 for both.
+  struct Tables {
+    __m256i t[4];
+  };
+  static Tables scaled_code_tables(__m128i scales) {
+    // Scales of even sub-blocks 0-6, odd 1-7, even 8-14, odd 9-15.
+    const __m128i s1 = _mm_shuffle_epi8(scales, _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15));
+    const __m128i s2 = _mm_add_epi8(s1, s1), s3 = _mm_add_epi8(s2, s1);
+    const __m128i zero = _mm_setzero_si128();
+    const __m128i first[2] = {_mm_unpacklo_epi8(zero, s1), _mm_unpackhi_epi8(zero, s1)};  // [0, s] pairs
+    const __m128i second[2] = {_mm_unpacklo_epi8(s2, s3), _mm_unpackhi_epi8(s2, s3)};     // [2s, 3s] pairs
+    // by_group: byte 4j + q = scale * q for the four groups j of a half, as above.
+    const __m256i pick[2] = {_mm256_broadcastsi128_si256(_mm_setr_epi8(0, 1, 2, 3, 5, -1, -1, -1, 6, -1, -1, -1, 7, -1, -1, -1)),
+                             _mm256_broadcastsi128_si256(_mm_setr_epi8(8, 9, 10, 11, 13, -1, -1, -1, 14, -1, -1, -1, 15, -1, -1, -1))};
+    Tables t;
+    for (int h = 0; h < 2; ++h) {
+      const __m256i by_group = _mm256_set_m128i(_mm_unpackhi_epi16(first[h], second[h]), _mm_unpacklo_epi16(first[h], second[h]));
+      for (int J = 0; J < 2; ++J) t.t[2 * h + J] = _mm256_shuffle_epi8(by_group, pick[J]);
+    }
+    return t;
+  }
+
   template <int C>
   static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
+    constexpr bool kScaledCodes = !kThree && C > 1;  // see above
     const auto* wb = static_cast<const Block*>(w);
     const BlockQ8_K* a[C];
     __m256 acc[C];
     for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = _mm256_setzero_ps();
-    const __m256i m2 = _mm256_set1_epi8(3);
+    const __m256i m2 = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
     for (int64_t b = 0; b < n / 256; ++b) {
       prefetch_ahead(wb + b);
       const Block& x = wb[b];
       const Q23KScales sc = q23_k_scales(x);
-      const __m128i scales8 = sc.scales, offsets8 = sc.offsets;
       const float d = f16_to_f32(x.d);
-      const __m256i offsets16 = _mm256_cvtepi8_epi16(offsets8);
-      const __m256i scales16 = _mm256_cvtepi8_epi16(scales8);
-      const __m256i scales_low = _mm256_permute4x64_epi64(scales16, 0x44), scales_high = _mm256_permute4x64_epi64(scales16, 0xEE);
-      __m256i hbits = _mm256_setzero_si256();
-      if constexpr (kThree) hbits = load256(x.hmask);
+      const __m256i offsets16 = _mm256_cvtepi8_epi16(sc.offsets);
+      __m256i scales_half[2], hbits = _mm256_setzero_si256();
+      Tables tables{};
+      if constexpr (kScaledCodes) {
+        tables = scaled_code_tables(sc.scales);
+      } else {
+        const __m256i scales16 = _mm256_cvtepi8_epi16(sc.scales);
+        scales_half[0] = _mm256_permute4x64_epi64(scales16, 0x44), scales_half[1] = _mm256_permute4x64_epi64(scales16, 0xEE);
+        if constexpr (kThree) hbits = load256(x.hmask);
+      }
       __m256i sum[C];
       for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
       for (int h = 0; h < 2; ++h) {
         const __m256i bits = load256(x.qs + 32 * h);
-        for (int j = 0; j < 4; ++j) {
-          __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), m2);
-          if constexpr (kThree) q = _mm256_or_si256(q, bit_of_bytes_at(hbits, 4 * h + j, 2));
-          const __m256i s = _mm256_shuffle_epi8(h == 0 ? scales_low : scales_high, load256(kPairMask[j]));
-          for (int c = 0; c < C; ++c) {
-            sum[c] = _mm256_add_epi32(sum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q, load256(a[c][b].qs + 128 * h + 32 * j)), s));
+        if constexpr (!kScaledCodes) {
+          for (int j = 0; j < 4; ++j) {
+            __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), m2);
+            if constexpr (kThree) q = _mm256_or_si256(q, bit_of_bytes_at(hbits, 4 * h + j, 2));
+            const __m256i s = _mm256_shuffle_epi8(scales_half[h], load256(kPairMask[j]));
+            for (int c = 0; c < C; ++c) {
+              sum[c] = _mm256_add_epi32(sum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q, load256(a[c][b].qs + 128 * h + 32 * j)), s));
+            }
+          }
+        } else {
+          for (int J = 0; J < 2; ++J) {  // groups 2J and 2J + 1, their codes in bits 0-1 and 2-3 of `at`
+            const __m256i at = J == 0 ? bits : _mm256_srli_epi16(bits, 4);
+            const __m256i q0 = _mm256_shuffle_epi8(tables.t[2 * h + J], _mm256_and_si256(at, m2));
+            const __m256i q1 = _mm256_shuffle_epi8(tables.t[2 * h + J], _mm256_and_si256(at, _mm256_set1_epi8(0x0C)));
+            for (int c = 0; c < C; ++c) {
+              const int8_t* aq = a[c][b].qs + 128 * h + 64 * J;
+              const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(q0, load256(aq)), _mm256_maddubs_epi16(q1, load256(aq + 32)));
+              sum[c] = _mm256_add_epi32(sum[c], _mm256_madd_epi16(pairs, ones));
+            }
           }
         }
       }

@@ -1,6 +1,6 @@
 // Every SIMD dot kernel (AVX2, AVX-512 where the CPU has it, and AVX-512 emulated) against
 // the scalar reference, for every type: random data, random block bytes (all code
-// patterns), zero scales, saturated codes, 1..8 columns and odd row counts; a row's result
+// patterns), zero scales, saturated codes, activations all +-127, 1..8 columns and odd row counts; a row's result
 // independent of the rows beside it, a column's of the column count. The float kernels
 // also bit for bit against their documented summation order. Also: the SIMD activation
 // quantizer matches its scalar twin exactly.
@@ -91,6 +91,8 @@ void check(const KernelSet& simd, Type t, Fill fill, int64_t n, int n_rows, uint
     std::vector<float> x(static_cast<size_t>(n));
     for (float& v : x) v = normal(rng) * (c == 3 ? 100.0f : 1.0f);
     if (c == 2) x.assign(x.size(), 0.0f);  // an all-zero activation
+    // Every code +127 or -127: the largest integer sums a kernel may hold before it widens them.
+    if (c == 5 || c == 6) x.assign(x.size(), c == 5 ? 1.0f : -1.0f);
     quantize_activation(f, x.data(), acts.data() + c * act_bytes, n);
   }
   // The rows side by side, as in a matrix.
