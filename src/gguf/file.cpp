@@ -192,6 +192,10 @@ File File::open_one(const std::string& path, Access access) {
     madvise(map, m.size, MADV_RANDOM);
     m.header_fd = fd;
   } else {
+    // Page faults then read the file in 2 MiB folios, mapped one TLB entry each: all in RAM,
+    // the 4 KiB pages of a 16 GB model cost its decode half its speed (docs/PERFORMANCE.md).
+    // Best effort: without transparent huge pages in the kernel this fails and nothing changes.
+    madvise(map, m.size, MADV_HUGEPAGE);
     ::close(fd);
   }
   f.parse_image({m.data, m.size}, path);  // on throw, ~File unmaps

@@ -45,7 +45,8 @@ struct Shard {
 
 class File {
  public:
-  // kAll: the whole file will be read through the mapping (normal readahead).
+  // kAll: the whole file will be read through the mapping (normal readahead, in huge
+  // pages where the kernel has them).
   // kHeaderOnly: only the header is read here; no readahead, and unmap() drops the
   // header's pages from the page cache, so tensor data never enters it through us.
   enum class Access { kAll, kHeaderOnly };

@@ -16,10 +16,21 @@ uint64_t os_saved_state() {
   return (uint64_t{hi} << 32) | lo;
 }
 
+// Leaf 0's vendor string is EBX, EDX, ECX: "Auth" "enti" "cAMD" for AMD. Leaf 1 EAX bits
+// 8-11 are the family, plus bits 20-27 where those read 0xF.
+int amd_family(uint32_t leaf1_eax) {
+  uint32_t eax, ebx, ecx, edx;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0 || ebx != 0x68747541 || edx != 0x69746E65 || ecx != 0x444D4163) return 0;
+  const uint32_t base = (leaf1_eax >> 8) & 0xF;
+  return static_cast<int>(base == 0xF ? base + ((leaf1_eax >> 20) & 0xFF) : base);
+}
+
 CpuFeatures detect() {
   CpuFeatures f;
   uint32_t eax, ebx, ecx1, edx;
-  if (__get_cpuid_count(1, 0, &eax, &ebx, &ecx1, &edx) == 0 || !bit(ecx1, 27)) return f;  // 27: OSXSAVE
+  if (__get_cpuid_count(1, 0, &eax, &ebx, &ecx1, &edx) == 0) return f;
+  f.amd_family = amd_family(eax);
+  if (!bit(ecx1, 27)) return f;  // 27: OSXSAVE
   uint32_t ebx7 = 0, ecx7 = 0;
   if (__get_cpuid_count(7, 0, &eax, &ebx7, &ecx7, &edx) == 0) return f;
   const uint64_t xcr0 = os_saved_state();

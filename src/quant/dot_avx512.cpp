@@ -1,8 +1,9 @@
 // AVX-512 dot kernels (F, BW, VL, DQ and VNNI) for the K formats Q2_K, Q3_K, Q4_K, Q5_K
 // and Q6_K and IQ4_XS, the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4)
-// and the float formats (F32, F16, BF16). The set takes the AVX2 kernels for Q8_K, and for
-// Q4_K, Q5_K and Q6_K with one column: there one or two rows at a time stream from memory
-// faster than four, and the four-row prompt kernels give their bits.
+// and the float formats (F32, F16, BF16). The set takes the AVX2 kernels for Q8_K, and, on
+// CPUs other than AMD's Zen 5 and later, for Q4_K, Q5_K and Q6_K with one column: there
+// one or two rows at a time streamed from memory faster than four (measured on a Zen 4),
+// and the four-row kernels give their bits. On a Zen 5 four rows are faster in decode too.
 //
 // Q4_K, Q5_K and Q6_K take four rows per register, one per 128-bit lane, into vpdpbusd,
 // and give the AVX2 kernels' bits. The 32-element formats (Dot32Rows4) take four rows per
@@ -31,6 +32,7 @@
 
 #include "quant/activation.h"
 #include "quant/blocks.h"
+#include "quant/cpu_features.h"
 #include "quant/dot.h"
 #include "quant/float_bits.h"
 #include "quant/kernel_common.h"
@@ -437,7 +439,7 @@ struct DotIQ4XS {
 // 0-7 and 8-15 summed as the AVX2 kernels' two halves are, so the bits are the same.
 struct Floats16 {
   using T = V512;
-  static constexpr int kAccumulators = 8;
+  static constexpr int kAccumulators = 16;  // 16 of the 32 registers: four rows of four columns
   static T zero() { return simde_mm512_setzero_ps(); }
   static T load(const float* p) { return simde_mm512_loadu_ps(p); }
   template <typename L>
@@ -491,13 +493,13 @@ void rows4_matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows,
 // five per 64. A lane's partial |sum| <= 8 x 31 x 128 = 31744 fits in 16 bits, so
 // vpdpwssd against (scale, 0) pairs multiplies it exactly. The float operations after the
 // integers are the row pairs' too, lane for lane, and the lanes are added in their order,
-// so both sets give the same bits for every row and column. One column (decode) and the
-// rows past a multiple of four go to the row pairs.
-template <bool kFive>
+// so both sets give the same bits for every row and column. The rows past a multiple of
+// four, and fewer than kMinColumns columns (see make_avx512), go to the row pairs.
+template <bool kFive, int kMinColumns>
 struct DotQ45KRows4 {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
   static constexpr Type kType = kFive ? Type::Q5_K : Type::Q4_K;
-  static constexpr int kMinCols = 2;
+  static constexpr int kMinCols = kMinColumns;
 
   template <int C>
   static void group(int64_t n, const Block* const (&x)[4], size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
@@ -570,13 +572,13 @@ struct DotQ45KRows4 {
 // the row's scale and adds them. The +32 comes off as -32 x sum(scale x bsum), two more
 // vpdpwssd per block and column against the scales x -32. Each row's block total is then
 // one exact integer, multiplied as the AVX2 kernel (DotQ6K in dot_avx2.cpp) does it,
-// fma(d x a.d, total, sum): both sets give the same bits for every row and column. One
-// column (decode) goes to the AVX2 kernel: one row at a time streams from memory faster
-// (on a Zen 4, 28-30 GB/s against 11-20 with two threads).
+// fma(d x a.d, total, sum): both sets give the same bits for every row and column. Fewer
+// than kMinColumns columns go to the AVX2 kernel (see make_avx512).
+template <int kMinColumns>
 struct DotQ6KRows4 {
   using Block = BlockQ6_K;
   static constexpr Type kType = Type::Q6_K;
-  static constexpr int kMinCols = 2;
+  static constexpr int kMinCols = kMinColumns;
 
   template <int C>
   static void group(int64_t n, const Block* const (&x)[4], size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
@@ -640,13 +642,25 @@ struct DotQ6KRows4 {
   }
 };
 
-KernelSet make_avx512(const char* name) {
+// With four_row_decode, Q4_K, Q5_K and Q6_K take four rows per register for one column
+// (decode) too; else the AVX2 kernels take one column. Matvec, 2 threads, share of the read
+// probe: on a Zen 4 the four-row Q6_K kernel streamed 11-20 GB/s against the AVX2 kernel's
+// 28-30; on a Zen 5 four rows give Q4_K 0.81-0.85 against 0.70, Q5_K 0.81-0.88 against
+// 0.62, Q6_K up to 1.0 against 0.61-0.65 (docs/PERFORMANCE.md). The bits are the same.
+KernelSet make_avx512(const char* name, bool four_row_decode) {
   KernelSet s = *avx2_kernels();
   s.name = name;
   auto set = [&](Type t, DotKernel k) { s.dot[static_cast<uint32_t>(t)] = k; };
-  set(Type::Q4_K, entry<DotQ45KRows4<false>>);
-  set(Type::Q5_K, entry<DotQ45KRows4<true>>);
-  set(Type::Q6_K, entry<DotQ6KRows4>);
+  auto four_row_k_formats = [&]<int kMinCols>() {
+    set(Type::Q4_K, entry<DotQ45KRows4<false, kMinCols>>);
+    set(Type::Q5_K, entry<DotQ45KRows4<true, kMinCols>>);
+    set(Type::Q6_K, entry<DotQ6KRows4<kMinCols>>);
+  };
+  if (four_row_decode) {
+    four_row_k_formats.template operator()<1>();
+  } else {
+    four_row_k_formats.template operator()<2>();
+  }
   set(Type::Q2_K, entry<DotQ23K<false>>);
   set(Type::Q3_K, entry<DotQ23K<true>>);
   set(Type::IQ4_XS, entry<DotIQ4XS>);
@@ -667,12 +681,14 @@ KernelSet make_avx512(const char* name) {
 
 #if defined(EPQ_AVX512_EMULATED)
 const KernelSet& avx512_kernels_emulated() {
-  static const KernelSet s = make_avx512("avx512-emulated");
+  static const KernelSet s = make_avx512("avx512-emulated", true);  // the tests check the four-row decode kernels
   return s;
 }
 #else
 const KernelSet& avx512_kernels_unchecked() {
-  static const KernelSet s = make_avx512("avx512");
+  // AMD family 1Ah: Zen 5, whose 512-bit units are full width (Zen 4's run 256 bits at a time).
+  static const bool four_row_decode = cpu_features().amd_family >= 0x1A;
+  static const KernelSet s = make_avx512(four_row_decode ? "avx512-rows4" : "avx512", four_row_decode);
   return s;
 }
 #endif

@@ -27,7 +27,13 @@ def default_env():
 class KernelSets(unittest.TestCase):
     def test_version_names_the_kernel_set(self):
         out = run("--version", env=default_env()).stdout
-        self.assertRegex(out, r"dot kernels: (avx2|avx512);")
+        self.assertRegex(out, r"dot kernels: (avx2|avx512|avx512-rows4);")
+        # avx512-rows4 (Q4_K/Q5_K/Q6_K decode in four-row kernels) exactly on AMD family 1Ah and later.
+        with open("/proc/cpuinfo") as f:
+            info = f.read()
+        family = re.search(r"^cpu family\s*:\s*(\d+)", info, re.M)
+        zen5 = "AuthenticAMD" in info and family is not None and int(family.group(1)) >= 0x1A
+        self.assertEqual("dot kernels: avx512-rows4;" in out, zen5 and "VNNI: yes" in out, out)
         self.assertIn("dot kernels: scalar;", run("--version", env=with_kernels("scalar")).stdout)
 
     def test_unknown_or_unavailable_set_gets_one_clear_line(self):

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -173,6 +174,15 @@ TEST(CpuFeatures, AgreeWithLibgcc) {
                                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                                __builtin_cpu_supports("avx512vnni"));
   EXPECT_TRUE(f.avx2) << "the binary is built for x86-64-v3; it would not have started";
+  EXPECT_EQ(f.amd_family != 0, __builtin_cpu_is("amd"));
+  // The family against the kernel's reading of the same CPUID fields.
+  std::ifstream info("/proc/cpuinfo");
+  for (std::string line; std::getline(info, line);) {
+    if (f.amd_family != 0 && line.rfind("cpu family", 0) == 0) {
+      EXPECT_EQ(f.amd_family, std::stoi(line.substr(line.find(':') + 1))) << line;
+      break;
+    }
+  }
 }
 #endif
 

@@ -233,6 +233,49 @@ TEST(GgufReader, OpenReportsMissingAndEmptyFiles) {
   std::filesystem::remove(empty);
 }
 
+// The VmFlags of the mapping that starts at `start`, from /proc/self/smaps.
+std::string vm_flags(const void* start) {
+  std::ifstream smaps("/proc/self/smaps");
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    const size_t dash = line.find('-');
+    if (dash != std::string::npos && dash < line.find(' ')) {  // "start-end perms offset dev inode path"
+      inside = std::stoull(line.substr(0, dash), nullptr, 16) == reinterpret_cast<uintptr_t>(start);
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "(mapping not found)";
+}
+
+// All in RAM the mapping asks for huge pages ("hg"); header-only it asks for no readahead ("rr").
+TEST(GgufReader, MappingAdviceFollowsTheAccess) {
+  if (!std::filesystem::exists("/sys/kernel/mm/transparent_hugepage")) GTEST_SKIP() << "this kernel has no transparent huge pages";
+  std::string path = epq::testing::temp_path("advice.gguf");
+  {
+    Writer w(path, 32);
+    w.set("a", Value::integer(ValueType::UINT32, 1));
+    w.add_tensor("t", quant::Type::F32, {8});
+    w.begin_data();
+    const std::vector<uint8_t> zeros(32);
+    w.write_data(zeros);
+    w.finish();
+  }
+  {
+    File all = File::open(path);
+    const std::string flags = vm_flags(all.mapping(0));
+    EXPECT_NE(flags.find(" hg"), std::string::npos) << flags;
+    EXPECT_EQ(flags.find(" rr"), std::string::npos) << flags;
+  }
+  {
+    File header = File::open(path, File::Access::kHeaderOnly);
+    const std::string flags = vm_flags(header.mapping(0));
+    EXPECT_NE(flags.find(" rr"), std::string::npos) << flags;
+    EXPECT_EQ(flags.find(" hg"), std::string::npos) << flags;
+  }
+  std::filesystem::remove(path);
+}
+
 TEST(GgufWriter, RoundTripsEveryValueTypeAndTensorData) {
   std::string path = epq::testing::temp_path("writer-test.gguf");
   {
