@@ -642,25 +642,19 @@ struct DotQ6KRows4 {
   }
 };
 
-// With four_row_decode, Q4_K, Q5_K and Q6_K take four rows per register for one column
-// (decode) too; else the AVX2 kernels take one column. Matvec, 2 threads, share of the read
+// Q4_K, Q5_K and Q6_K take four rows per register from kMinCols columns on: with 1, for one
+// column (decode) too; with 2, the AVX2 kernels take one column. Matvec, 2 threads, share of the read
 // probe: on a Zen 4 the four-row Q6_K kernel streamed 11-20 GB/s against the AVX2 kernel's
 // 28-30; on a Zen 5 four rows give Q4_K 0.81-0.85 against 0.70, Q5_K 0.81-0.88 against
 // 0.62, Q6_K up to 1.0 against 0.61-0.65 (docs/PERFORMANCE.md). The bits are the same.
-KernelSet make_avx512(const char* name, bool four_row_decode) {
+template <int kMinCols>
+KernelSet make_avx512(const char* name) {
   KernelSet s = *avx2_kernels();
   s.name = name;
   auto set = [&](Type t, DotKernel k) { s.dot[static_cast<uint32_t>(t)] = k; };
-  auto four_row_k_formats = [&]<int kMinCols>() {
-    set(Type::Q4_K, entry<DotQ45KRows4<false, kMinCols>>);
-    set(Type::Q5_K, entry<DotQ45KRows4<true, kMinCols>>);
-    set(Type::Q6_K, entry<DotQ6KRows4<kMinCols>>);
-  };
-  if (four_row_decode) {
-    four_row_k_formats.template operator()<1>();
-  } else {
-    four_row_k_formats.template operator()<2>();
-  }
+  set(Type::Q4_K, entry<DotQ45KRows4<false, kMinCols>>);
+  set(Type::Q5_K, entry<DotQ45KRows4<true, kMinCols>>);
+  set(Type::Q6_K, entry<DotQ6KRows4<kMinCols>>);
   set(Type::Q2_K, entry<DotQ23K<false>>);
   set(Type::Q3_K, entry<DotQ23K<true>>);
   set(Type::IQ4_XS, entry<DotIQ4XS>);
@@ -681,14 +675,13 @@ KernelSet make_avx512(const char* name, bool four_row_decode) {
 
 #if defined(EPQ_AVX512_EMULATED)
 const KernelSet& avx512_kernels_emulated() {
-  static const KernelSet s = make_avx512("avx512-emulated", true);  // the tests check the four-row decode kernels
+  static const KernelSet s = make_avx512<1>("avx512-emulated");  // the tests check the four-row decode kernels
   return s;
 }
 #else
 const KernelSet& avx512_kernels_unchecked() {
   // AMD family 1Ah: Zen 5, whose 512-bit units are full width (Zen 4's run 256 bits at a time).
-  static const bool four_row_decode = cpu_features().amd_family >= 0x1A;
-  static const KernelSet s = make_avx512(four_row_decode ? "avx512-rows4" : "avx512", four_row_decode);
+  static const KernelSet s = cpu_features().amd_family >= 0x1A ? make_avx512<1>("avx512-rows4") : make_avx512<2>("avx512");
   return s;
 }
 #endif
