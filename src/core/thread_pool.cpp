@@ -35,7 +35,8 @@ void* ThreadPool::thread_main(void* arg) {
   return nullptr;
 }
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+ThreadPool::ThreadPool(int n_threads)
+    : n_threads_(n_threads < 1 ? 1 : n_threads), shares_(std::make_unique<Share[]>(static_cast<size_t>(n_threads_))) {
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, kWorkerStackBytes);
@@ -64,11 +65,25 @@ void ThreadPool::stop_workers() {
   workers_.clear();
 }
 
-void ThreadPool::drain(int thread) {
+bool ThreadPool::take(Share& share, bool from_back, int64_t& task) {
+  uint64_t range = share.range.load(std::memory_order_relaxed);
   for (;;) {
-    int64_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (task >= n_tasks_) return;
-    (*task_)(task, thread);
+    const uint64_t front = range & 0xFFFFFFFFu, back = range >> 32;
+    if (front >= back) return false;
+    const uint64_t taken = from_back ? front | (back - 1) << 32 : (front + 1) | back << 32;
+    if (share.range.compare_exchange_weak(range, taken, std::memory_order_relaxed)) {
+      task = static_cast<int64_t>(from_back ? back - 1 : front);
+      return true;
+    }
+  }
+}
+
+// The thread's own share from its front, then the others' from their backs.
+void ThreadPool::drain(int thread) {
+  for (int k = 0; k < n_threads_; ++k) {
+    Share& share = shares_[static_cast<size_t>((thread + k) % n_threads_)];
+    int64_t task;
+    while (take(share, k != 0, task)) (*task_)(task, thread);
   }
 }
 
@@ -100,9 +115,12 @@ void ThreadPool::run(int64_t n_tasks, const Task& task) {
     for (int64_t i = 0; i < n_tasks; ++i) task(i, 0);
     return;
   }
+  if (n_tasks > int64_t{0xFFFFFFFF}) fail("{} tasks in one parallel loop: at most 4294967295", n_tasks);
   task_ = &task;
-  n_tasks_ = n_tasks;
-  next_task_.store(0, std::memory_order_relaxed);
+  for (int t = 0; t < n_threads_; ++t) {
+    const auto front = static_cast<uint64_t>(n_tasks * t / n_threads_), back = static_cast<uint64_t>(n_tasks * (t + 1) / n_threads_);
+    shares_[static_cast<size_t>(t)].range.store(front | back << 32, std::memory_order_relaxed);
+  }
   busy_workers_.store(n_threads_ - 1, std::memory_order_relaxed);
   generation_.fetch_add(1);
   if (sleeping_workers_.load() != 0) generation_.notify_all();

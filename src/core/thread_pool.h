@@ -2,11 +2,17 @@
 // A persistent pool of worker threads for data-parallel loops. run() hands tasks
 // [0, n_tasks) to the workers and the calling thread, and returns when all are done.
 // Threads are created once; between runs workers spin briefly, then sleep on a futex.
-// Which thread runs which task is not fixed, so a task must only write its own outputs:
-// then results do not depend on scheduling.
+// Each thread owns a contiguous share of the tasks and takes them from its front; a
+// thread whose share is done takes tasks from the back of the others' shares, so that a
+// slow thread does not hold up the run. Neighbouring tasks (e.g. row chunks of one matrix)
+// thus stay with one thread, and a thief works far from the owner: two cores reading
+// alternate chunks of one stream read it slower than each reading its own part
+// (docs/PERFORMANCE.md). Which thread runs which task is still not fixed, so a task must
+// only write its own outputs: then results do not depend on scheduling.
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <pthread.h>
 
 #include <vector>
@@ -34,11 +40,17 @@ class ThreadPool {
   void stop_workers();
   void drain(int thread);
 
+  // Thread t's share of the run's tasks, [front, back) packed as front | back << 32 so
+  // that the owner (front) and thieves (back) agree through one compare-and-swap.
+  struct alignas(64) Share {
+    std::atomic<uint64_t> range{0};
+  };
+  static bool take(Share& share, bool from_back, int64_t& task);
+
   int n_threads_;
   std::vector<pthread_t> workers_;
   const Task* task_ = nullptr;
-  int64_t n_tasks_ = 0;
-  std::atomic<int64_t> next_task_{0};
+  std::unique_ptr<Share[]> shares_;
   std::atomic<uint32_t> generation_{0};
   std::atomic<int> busy_workers_{0};
   std::atomic<int> sleeping_workers_{0};  // workers in generation_.wait(): only then is a wake-up syscall needed
