@@ -68,9 +68,9 @@ TEST(ThreadPool, RefusesMoreTasksThanASharesRangeHolds) {
   bool ran = false;
   EXPECT_THROW(pool.run(int64_t{1} << 32, [&](int64_t, int) { ran = true; }), Error);
   EXPECT_FALSE(ran);
-  int64_t sum = 0;
-  pool.run(3, [&](int64_t task, int) { __atomic_add_fetch(&sum, task, __ATOMIC_RELAXED); });
-  EXPECT_EQ(sum, 3);  // the pool still works
+  std::atomic<int64_t> sum{0};
+  pool.run(3, [&](int64_t task, int) { sum.fetch_add(task); });
+  EXPECT_EQ(sum.load(), 3);  // the pool still works
 }
 
 }  // namespace
