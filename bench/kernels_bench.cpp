@@ -7,6 +7,10 @@
 // - Matmul/TYPE/tokens:N: prompt processing's case, one expert-sized matrix (768 x 2048,
 //   cache-resident) times N token columns, measured in multiply-adds per second (GMAC/s):
 //   this is compute-bound, and shows how well a kernel amortizes decoding a weight block.
+// - Attend/SET/positions:N: one attention task (core/attend_task.h) of qwen3-30b-a3b's
+//   shape, 8 query heads of 128 dimensions sharing a KV head, against N cached positions,
+//   on one core, with the AVX2 kernel and (CPUs with AVX-512) the AVX-512 kernel, in
+//   multiply-adds per second (GMAC/s, q.k and the weighted values together).
 // - Int8Peak: the ceiling for those kernels on one core, a loop of nothing but the
 //   vpmaddubsw + vpmaddwd + vpaddd sequence they use, on data in L1 (GMAC/s).
 // - VnniPeak (CPUs with AVX-512 VNNI): the same for 512-bit vpdpbusd alone, the most an
@@ -22,11 +26,13 @@
 #include <random>
 #include <vector>
 
+#include "core/attend_task.h"
 #include "core/matmul.h"
 #include "core/thread_pool.h"
 #include "quant/activation.h"
 #include "quant/cpu_features.h"
 #include "quant/dot.h"
+#include "quant/float_bits.h"
 #include "quant/reference.h"
 #include "quant/types.h"
 #include "util/buffer.h"
@@ -148,6 +154,27 @@ void BM_Matmul(benchmark::State& state, Type type) {
   state.counters["GMAC/s"] = benchmark::Counter(macs / 1e9, benchmark::Counter::kIsRate);
 }
 
+void BM_Attend(benchmark::State& state, void (*kernel)(int, const epq::AttendTask&)) {
+  constexpr int kHeads = 8, kDim = 128;
+  const int64_t n_pos = state.range(0);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0, 1);
+  std::vector<float> q(kHeads * kDim), out(kHeads * kDim), packed(kHeads * kDim), scores(static_cast<size_t>(n_pos) * kHeads);
+  std::vector<uint16_t> k(static_cast<size_t>(n_pos) * kDim), v(k.size());
+  for (float& x : q) x = normal(rng);
+  for (uint16_t& x : k) x = epq::quant::f32_to_f16(normal(rng));
+  for (uint16_t& x : v) x = epq::quant::f32_to_f16(normal(rng));
+  const epq::AttendTask task{.q = q.data(), .k = k.data(), .v = v.data(), .k_stride = kDim, .v_stride = kDim, .D = kDim, .Dv = kDim,
+                             .first = 0, .n_pos = n_pos, .rows = n_pos, .scale = 0.088f, .scores = scores.data(),
+                             .packed_q = packed.data(), .out = out.data()};
+  for (auto _ : state) {
+    kernel(kHeads, task);
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double macs = static_cast<double>(n_pos * kHeads * 2 * kDim) * static_cast<double>(state.iterations());
+  state.counters["GMAC/s"] = benchmark::Counter(macs / 1e9, benchmark::Counter::kIsRate);
+}
+
 void BM_Int8Peak(benchmark::State& state) {
   alignas(32) static int8_t act[8][256];
   alignas(32) static uint8_t weights[256];
@@ -216,6 +243,10 @@ void register_all() {
   benchmark::RegisterBenchmark("Int8Peak", BM_Int8Peak)->Unit(benchmark::kMicrosecond)->UseRealTime();
   if (epq::quant::cpu_features().avx512_vnni) {
     benchmark::RegisterBenchmark("VnniPeak", BM_VnniPeak)->Unit(benchmark::kMicrosecond)->UseRealTime();
+  }
+  benchmark::RegisterBenchmark("Attend/avx2", BM_Attend, epq::attend_avx2)->ArgName("positions")->Arg(512)->Arg(4096)->UseRealTime();
+  if (epq::quant::avx512_kernels() != nullptr) {
+    benchmark::RegisterBenchmark("Attend/avx512", BM_Attend, epq::attend_avx512)->ArgName("positions")->Arg(512)->Arg(4096)->UseRealTime();
   }
   for (Type t : {Type::Q4_K, Type::Q6_K, Type::Q8_0, Type::Q5_K, Type::Q3_K, Type::Q2_K, Type::IQ4_NL, Type::IQ4_XS, Type::Q4_0,
                  Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::MXFP4, Type::BF16}) {

@@ -7,7 +7,8 @@
 // values value_dim floats per KV head; MLA's values are the first value_dim floats of its
 // key rows (v_cache = k_cache, value_row = the key row's width). Work is split by (token, KV head); the query heads sharing a
 // KV head are computed together by one thread, each exactly as it would be alone, so
-// results do not depend on the thread count.
+// results do not depend on the thread count. Where the dot kernels are the AVX-512 set,
+// the work runs on 512-bit vectors (core/attend_kernel.h), with the same bits as AVX2.
 #include <cstddef>
 #include <cstdint>
 
@@ -29,7 +30,7 @@ struct AttentionShape {
 };
 
 // Floats of scratch attention() needs: scores of up to 8 heads for every position a query
-// can see, per thread.
+// can see, and 8 heads' queries, per thread.
 size_t attention_scratch_floats(const AttentionShape& shape, int64_t cache_rows, int n_threads);
 
 void attention(ThreadPool& pool, const AttentionShape& shape, const float* q, const uint16_t* k_cache,

@@ -17,14 +17,7 @@
 // it a second time with EPQ_AVX512_EMULATED and without those flags, where SIMDe carries
 // out each instruction with AVX2, so that a CPU without AVX-512 checks these kernels
 // against the scalar reference too.
-#include <simde/x86/avx512.h>
-
-// GCC 12's AVX-512 headers start some casts and extracts from _mm256_undefined_*(), which
-// its -W(maybe-)uninitialized reports once inlined at -O3 (GCC bug 105593, fixed in GCC 13).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+#include "util/avx512.h"  // first: SIMDe, and GCC 12's warnings off
 
 #include <cstddef>
 #include <cstring>
@@ -47,10 +40,6 @@ using V512 = simde__m512;
 inline V512i load512(const void* p) { return simde_mm512_loadu_si512(p); }
 // The same 32 bytes in both 256-bit halves.
 inline V512i broadcast256(const void* p) { return simde_mm512_broadcast_i64x4(load256(p)); }
-// Two 256-bit halves as one vector (for what SIMDe 0.7, Debian 12, lacks).
-inline V512 join(__m256 low, __m256 high) {
-  return simde_mm512_castpd_ps(simde_mm512_insertf64x4(simde_mm512_castpd256_pd512(_mm256_castps_pd(low)), _mm256_castps_pd(high), 1));
-}
 // int32 lanes to floats. SIMDe 0.7 lacks this one: two AVX2 halves there.
 inline V512 to_float(V512i v) {
 #if defined(__AVX512F__)

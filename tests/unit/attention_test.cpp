@@ -1,6 +1,7 @@
 // Causal grouped-query attention (core/attention.h) against double-precision math, with
 // and without a sliding window, each head's result against the same head computed alone
-// or on another thread count, and a ring cache against a cache with a row per position.
+// or on another thread count, a ring cache against a cache with a row per position, and
+// the AVX-512 kernel (native where the CPU has it, else emulated) against the AVX2 kernel.
 #include "core/attention.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,8 @@
 #include <random>
 #include <vector>
 
+#include "core/attend_task.h"
+#include "quant/dot.h"
 #include "quant/float_bits.h"
 
 namespace epq {
@@ -130,6 +133,39 @@ TEST(Attention, HeadAloneOrInAGroupAndAnyThreadCountGiveTheSameBits) {
     for (size_t t = 0; t < pos.size(); ++t) {
       ASSERT_EQ(std::memcmp(alone.data() + t * kDim, together.data() + (t * group + h) * kDim, kDim * sizeof(float)), 0)
           << "head " << h << " of token " << t << " depends on the heads computed with it";
+    }
+  }
+}
+
+// One task of 2, 4 or 8 heads over a ring of 13 rows that the 10 visible positions wrap,
+// for key and value widths of 24 and 48, 64 and 64, and MLA's 576 and 512: the AVX-512
+// kernel gives the AVX2 kernel's bits, out and scores alike.
+TEST(Attention, Avx512KernelGivesTheAvx2KernelsBits) {
+  using Kernel = void (*)(int, const AttendTask&);
+  std::vector<std::pair<const char*, Kernel>> kernels = {{"avx512_emulated", attend_avx512_emulated}};
+  if (quant::avx512_kernels() != nullptr) kernels.push_back({"avx512", attend_avx512});
+  const int64_t rows = 13, first = 9, n_pos = 10;
+  for (auto [D, Dv] : {std::pair{24, 48}, std::pair{64, 64}, std::pair{576, 512}}) {
+    for (int G : {2, 4, 8}) {
+      const std::vector<float> q = random_queries(G * D, 7);
+      const std::vector<float> kf = random_queries(rows * D, 8), vf = random_queries(rows * Dv, 9);
+      std::vector<uint16_t> k, v;
+      for (float x : kf) k.push_back(quant::f32_to_f16(x));
+      for (float x : vf) v.push_back(quant::f32_to_f16(x));
+      auto run_kernel = [&](Kernel kernel, std::vector<float>& scores) {
+        std::vector<float> out(static_cast<size_t>(G * Dv)), packed(static_cast<size_t>(G * D));
+        scores.assign(static_cast<size_t>(n_pos * G), 0.0f);
+        kernel(G, {.q = q.data(), .k = k.data(), .v = v.data(), .k_stride = static_cast<size_t>(D), .v_stride = static_cast<size_t>(Dv),
+                   .D = D, .Dv = Dv, .first = first, .n_pos = n_pos, .rows = rows, .scale = 0.1f, .scores = scores.data(),
+                   .packed_q = packed.data(), .out = out.data()});
+        return out;
+      };
+      std::vector<float> avx2_scores, scores;
+      const std::vector<float> avx2 = run_kernel(attend_avx2, avx2_scores);
+      for (auto [name, kernel] : kernels) {
+        ASSERT_EQ(run_kernel(kernel, scores), avx2) << name << ", D " << D << ", Dv " << Dv << ", " << G << " heads";
+        ASSERT_EQ(scores, avx2_scores) << name << ", D " << D << ", Dv " << Dv << ", " << G << " heads";
+      }
     }
   }
 }
