@@ -69,12 +69,13 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const 
   const int slice = group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
   const int slices = group / slice;
   const AttendGroup kernel = choose_kernel(slice, Dv);
+  const size_t thread_scratch = thread_scratch_floats(s, cache_rows);
   pool.run(n_tokens * s.n_head_kv * slices, [&](int64_t task, int thread) {
     const int64_t t = task / (s.n_head_kv * slices);
     const int g = static_cast<int>(task / slices % s.n_head_kv);
     const size_t h0 = static_cast<size_t>(g * group + static_cast<int>(task % slices) * slice);
     const int64_t last = positions[t], first = s.window > 0 ? std::max<int64_t>(0, last - s.window + 1) : 0;
-    float* scores = scratch + static_cast<size_t>(thread) * thread_scratch_floats(s, cache_rows);
+    float* scores = scratch + static_cast<size_t>(thread) * thread_scratch;
     kernel(slice, {.q = q + static_cast<size_t>(t) * q_stride + h0 * D,
                    .k = k_cache + static_cast<size_t>(g) * D,
                    .v = v_cache + static_cast<size_t>(g) * Dv,

@@ -48,11 +48,7 @@ inline V512 to_float(V512i v) {
   return join(_mm256_cvtepi32_ps(simde_mm512_castsi512_si256(v)), _mm256_cvtepi32_ps(simde_mm512_extracti64x4_epi64(v, 1)));
 #endif
 }
-inline float hsum512(V512 v) {
-  const V512i bits = simde_mm512_castps_si512(v);
-  return hsum(_mm256_add_ps(_mm256_castsi256_ps(simde_mm512_castsi512_si256(bits)),
-                            _mm256_castsi256_ps(simde_mm512_extracti64x4_epi64(bits, 1))));
-}
+inline float hsum512(V512 v) { return hsum(_mm256_add_ps(low_half(v), high_half(v))); }
 // A 256-bit vector in the low half, zeros above.
 inline V512i widen(__m256i v) { return simde_mm512_inserti64x4(simde_mm512_setzero_si512(), v, 0); }
 
