@@ -113,10 +113,13 @@ void GqaAttention::forward(ThreadPool& pool, const GqaWeights& w, int slot, Acti
       if (w.k_norm) ops::rms_norm(head, w.k_norm, s_.rms_eps, D, head);
       rope_.apply(head, t);
     }
-    const size_t row = static_cast<size_t>((pos0 + t) % rows_) * static_cast<size_t>(KV);
-    for (int64_t i = 0; i < KV; ++i) {
-      k_cache[row + static_cast<size_t>(i)] = quant::f32_to_f16(k_.as<float>()[t * KV + i]);
-      v_cache[row + static_cast<size_t>(i)] = quant::f32_to_f16(v_.as<float>()[t * KV + i]);
+    // KV head hd's row in its own block of the cache (core/attention.h).
+    for (int hd = 0; hd < s_.n_head_kv; ++hd) {
+      const size_t row = static_cast<size_t>(hd * rows_ + (pos0 + t) % rows_) * static_cast<size_t>(D);
+      for (int64_t i = 0; i < D; ++i) {
+        k_cache[row + static_cast<size_t>(i)] = quant::f32_to_f16(k_.as<float>()[t * KV + hd * D + i]);
+        v_cache[row + static_cast<size_t>(i)] = quant::f32_to_f16(v_.as<float>()[t * KV + hd * D + i]);
+      }
     }
   });
   const AttentionShape shape{s_.n_head, s_.n_head_kv, s_.head_dim, 1.0f / std::sqrt(static_cast<float>(D)), s_.window};

@@ -76,7 +76,7 @@ class GqaAttention {
 
   GqaShape s_;
   int64_t rows_;              // cache rows per slot; position p is row p % rows_
-  Buffer k_cache_, v_cache_;  // [slot][row][kv_dim] F16
+  Buffer k_cache_, v_cache_;  // [slot][kv head][row][head_dim] F16
   Buffer q_, k_, v_, attn_;   // [T][q_dim], [T][kv_dim] x2, [T][q_dim]
   Buffer query_gate_, gate_;  // gated: wq's [T][2 q_dim] output (kSigmoidInQuery), and the gates [T][q_dim]
   Buffer scores_;             // attention scores scratch, per thread

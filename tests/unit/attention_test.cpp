@@ -22,7 +22,7 @@ namespace {
 constexpr int kDim = 64;
 
 struct Cache {
-  std::vector<float> k, v;        // [positions][n_head_kv][kDim], the values the F16 cache holds
+  std::vector<float> k, v;        // [n_head_kv][positions][kDim], the values the F16 cache holds
   std::vector<uint16_t> k16, v16;  // the same in F16
 };
 
@@ -78,14 +78,14 @@ TEST(Attention, MatchesDoubleMathForEveryGroupSizeAndWindow) {
           double max = -INFINITY, sum = 0;
           for (int32_t j = first; j <= pos[t]; ++j) {
             double dot = 0;
-            for (int d = 0; d < kDim; ++d) dot += double{qh[d]} * c.k[(j * n_head_kv + g) * kDim + d];
+            for (int d = 0; d < kDim; ++d) dot += double{qh[d]} * c.k[(g * n_pos + j) * kDim + d];
             w[j - first] = dot * s.scale;
             max = std::max(max, w[j - first]);
           }
           for (double& x : w) sum += x = std::exp(x - max);
           for (int d = 0; d < kDim; ++d) {
             double expect = 0;
-            for (int32_t j = first; j <= pos[t]; ++j) expect += w[j - first] / sum * c.v[(j * n_head_kv + g) * kDim + d];
+            for (int32_t j = first; j <= pos[t]; ++j) expect += w[j - first] / sum * c.v[(g * n_pos + j) * kDim + d];
             ASSERT_NEAR(out[(t * n_head + h) * kDim + d], expect, 1e-5)
                 << "window " << window << ", group " << group << ", token " << t << ", head " << h;
           }
@@ -102,14 +102,16 @@ TEST(Attention, RingCacheGivesTheSameBitsAsAFullCache) {
   const int window = 5, n_head_kv = 2, n_head = 4;
   const AttentionShape s{n_head, n_head_kv, kDim, 0.125f, window};
   const Cache full = random_cache(n_pos, n_head_kv, 5);
-  const size_t row = static_cast<size_t>(n_head_kv) * kDim;
   for (int32_t last : {4, 10, 11, 23, 40}) {
     Cache ringed;
-    ringed.k16.resize(static_cast<size_t>(ring) * row);
+    ringed.k16.resize(static_cast<size_t>(ring * n_head_kv * kDim));
     ringed.v16.resize(ringed.k16.size());
     for (int32_t j = 0; j <= last; ++j) {  // written in order, as a sequence fills its cache
-      std::copy_n(full.k16.begin() + static_cast<std::ptrdiff_t>(j * row), row, ringed.k16.begin() + static_cast<std::ptrdiff_t>(j % ring * row));
-      std::copy_n(full.v16.begin() + static_cast<std::ptrdiff_t>(j * row), row, ringed.v16.begin() + static_cast<std::ptrdiff_t>(j % ring * row));
+      for (int g = 0; g < n_head_kv; ++g) {
+        const auto from = static_cast<std::ptrdiff_t>((g * n_pos + j) * kDim), to = static_cast<std::ptrdiff_t>((g * ring + j % ring) * kDim);
+        std::copy_n(full.k16.begin() + from, kDim, ringed.k16.begin() + to);
+        std::copy_n(full.v16.begin() + from, kDim, ringed.v16.begin() + to);
+      }
     }
     const std::vector<int32_t> pos = {last};
     const std::vector<float> q = random_queries(n_head * kDim, 6);
