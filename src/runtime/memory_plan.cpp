@@ -111,7 +111,12 @@ MemoryPlan plan_memory(const gguf::File& file, const models::ModelInfo& info, co
 
 MemoryPlan plan_memory_now(const gguf::File& file, const models::ModelInfo& info, const models::ModelOptions& model_options,
                            PlanInput input) {
-  input.process_bytes = read_process_memory().peak_rss;
+  // RSS now, not the peak so far: the header's pages were mapped while it was parsed, and
+  // how many depends on the page cache (the kernel maps up to 16 cached pages around each
+  // fault, one page when it must read). That peak moved the plan by 2 MiB from one run of
+  // the same file to the next; the pages are gone now, and they were mapped before any
+  // buffer the plan counts existed.
+  input.process_bytes = read_process_memory().rss;
   return plan_memory(file, info, model_options, input);
 }
 

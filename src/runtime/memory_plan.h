@@ -19,7 +19,7 @@ struct PlanInput {
   uint64_t budget = 0;
   int n_ctx = 0, n_batch = 0, n_threads = 0;
   pager::IoOptions io;
-  uint64_t process_bytes = 0;  // measured peak RSS of the process so far
+  uint64_t process_bytes = 0;  // the process's measured RSS, the model's mapping dropped
   uint64_t reserved_bytes = 0;  // kept for the caller (an HTTP server's threads and buffers)
   bool all_logits = false;  // a batch of logits rows is kept (EngineOptions::all_logits)
   bool prefetch_history = false;  // the pager keeps the history predictor's tables (--prefetch history)

@@ -166,6 +166,19 @@ class Refusal(unittest.TestCase):
         proc = run("run", "-m", model, "-p", "hi", check=False, env=env)
         self.assertIn("is below the minimum of", proc.stderr)
 
+    def test_minimum_does_not_depend_on_whether_the_model_is_cached(self):
+        # The kernel maps up to 16 cached pages around each page fault, one when it must read
+        # the page: while the header was parsed, a cached file mapped more of it. The plan
+        # measures the process after that mapping is dropped, so both give one minimum (a
+        # peak measured before moved it by 2 MiB, and runs refused the plan's own minimum).
+        model = path("tiny-just-written.gguf")
+        with open(pager_model("mixed.gguf", "--tail-expert-type", "BF16", "--tail-layers", "2"), "rb") as src, open(model, "wb") as dst:
+            dst.write(src.read())  # written through the page cache: all of it cached
+        cached, _ = plan_bytes(model, "--ctx", "4096")
+        drop_cache(model)
+        cold, _ = plan_bytes(model, "--ctx", "4096")
+        self.assertEqual(cached, cold)
+
 
 class FileChanges(unittest.TestCase):
     def test_truncated_while_running_stops_with_an_error_and_no_wrong_tokens(self):
