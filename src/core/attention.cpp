@@ -77,8 +77,8 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const 
     const int64_t last = positions[t], first = s.window > 0 ? std::max<int64_t>(0, last - s.window + 1) : 0;
     float* scores = scratch + static_cast<size_t>(thread) * thread_scratch;
     kernel(slice, {.q = q + static_cast<size_t>(t) * q_stride + h0 * D,
-                   .k = k_cache + static_cast<size_t>(g * cache_rows) * s.k_row(),
-                   .v = v_cache + static_cast<size_t>(g * cache_rows) * s.v_row(),
+                   .k = k_cache + s.k_at(g, 0, cache_rows),
+                   .v = v_cache + s.v_at(g, 0, cache_rows),
                    .k_stride = s.k_row(),
                    .v_stride = s.v_row(),
                    .D = D,

@@ -30,6 +30,9 @@ struct AttentionShape {
   int dv() const { return value_dim > 0 ? value_dim : head_dim; }
   size_t k_row() const { return static_cast<size_t>(head_dim); }
   size_t v_row() const { return static_cast<size_t>(value_row > 0 ? value_row : dv()); }
+  // F16s from the cache's start to KV head g's key (value) in row r of cache_rows.
+  size_t k_at(int g, int64_t r, int64_t cache_rows) const { return static_cast<size_t>(g * cache_rows + r) * k_row(); }
+  size_t v_at(int g, int64_t r, int64_t cache_rows) const { return static_cast<size_t>(g * cache_rows + r) * v_row(); }
 };
 
 // Floats of scratch attention() needs: scores of up to 8 heads for every position a query

@@ -97,6 +97,7 @@ void GqaAttention::forward(ThreadPool& pool, const GqaWeights& w, int slot, Acti
   const size_t layer_offset = static_cast<size_t>(slot) * static_cast<size_t>(rows_) * static_cast<size_t>(KV);
   uint16_t* k_cache = k_cache_.as<uint16_t>() + layer_offset;
   uint16_t* v_cache = v_cache_.as<uint16_t>() + layer_offset;
+  const AttentionShape shape{s_.n_head, s_.n_head_kv, s_.head_dim, 1.0f / std::sqrt(static_cast<float>(D)), s_.window};
   pool.run(T, [&](int64_t t, int) {
     for (int hd = 0; hd < s_.n_head; ++hd) {
       float* head = q + t * Q + hd * D;
@@ -113,16 +114,15 @@ void GqaAttention::forward(ThreadPool& pool, const GqaWeights& w, int slot, Acti
       if (w.k_norm) ops::rms_norm(head, w.k_norm, s_.rms_eps, D, head);
       rope_.apply(head, t);
     }
-    // KV head hd's row in its own block of the cache (core/attention.h).
     for (int hd = 0; hd < s_.n_head_kv; ++hd) {
-      const size_t row = static_cast<size_t>(hd * rows_ + (pos0 + t) % rows_) * static_cast<size_t>(D);
+      uint16_t* k_row = k_cache + shape.k_at(hd, (pos0 + t) % rows_, rows_);
+      uint16_t* v_row = v_cache + shape.v_at(hd, (pos0 + t) % rows_, rows_);
       for (int64_t i = 0; i < D; ++i) {
-        k_cache[row + static_cast<size_t>(i)] = quant::f32_to_f16(k_.as<float>()[t * KV + hd * D + i]);
-        v_cache[row + static_cast<size_t>(i)] = quant::f32_to_f16(v_.as<float>()[t * KV + hd * D + i]);
+        k_row[i] = quant::f32_to_f16(k_.as<float>()[t * KV + hd * D + i]);
+        v_row[i] = quant::f32_to_f16(v_.as<float>()[t * KV + hd * D + i]);
       }
     }
   });
-  const AttentionShape shape{s_.n_head, s_.n_head_kv, s_.head_dim, 1.0f / std::sqrt(static_cast<float>(D)), s_.window};
   attention(pool, shape, q, k_cache, v_cache, rows_, act.positions.data(), T, attn_.as<float>(), scores_.as<float>());
   if (s_.gate != Gate::kNone) apply_gate(pool, w, T);
 
