@@ -71,7 +71,8 @@ bool ThreadPool::take(Share& share, bool from_back, int64_t& task) {
     const uint64_t front = range & 0xFFFFFFFFu, back = range >> 32;
     if (front >= back) return false;
     const uint64_t taken = from_back ? front | (back - 1) << 32 : (front + 1) | back << 32;
-    if (share.range.compare_exchange_weak(range, taken, std::memory_order_relaxed)) {
+    // Acquire: a task taken from a run's share sees that run's task_ (stored before the share).
+    if (share.range.compare_exchange_weak(range, taken, std::memory_order_acquire, std::memory_order_relaxed)) {
       task = static_cast<int64_t>(from_back ? back - 1 : front);
       return true;
     }
@@ -79,12 +80,15 @@ bool ThreadPool::take(Share& share, bool from_back, int64_t& task) {
 }
 
 // The thread's own share from its front, then the others' from their backs.
+// Counts the tasks it ran once, at the end: the run they belong to cannot end before.
 void ThreadPool::drain(int thread) {
+  int64_t done = 0;
   for (int k = 0; k < n_threads_; ++k) {
     Share& share = shares_[static_cast<size_t>((thread + k) % n_threads_)];
     int64_t task;
-    while (take(share, k != 0, task)) (*task_)(task, thread);
+    for (; take(share, k != 0, task); ++done) (*task_)(task, thread);
   }
+  if (done != 0) done_tasks_.fetch_add(done, std::memory_order_release);
 }
 
 void ThreadPool::worker_loop(int thread) {
@@ -105,7 +109,6 @@ void ThreadPool::worker_loop(int thread) {
     seen = generation_.load(std::memory_order_acquire);
     if (stop_.load()) return;
     drain(thread);
-    busy_workers_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
@@ -116,17 +119,28 @@ void ThreadPool::run(int64_t n_tasks, const Task& task) {
     return;
   }
   if (n_tasks > int64_t{0xFFFFFFFF}) fail("{} tasks in one parallel loop: at most 4294967295", n_tasks);
+  // The previous run's tasks are all done and its shares empty, so no thread touches
+  // task_ or done_tasks_ until it takes a task from the shares stored below (release).
   task_ = &task;
+  done_tasks_.store(0, std::memory_order_relaxed);
   for (int t = 0; t < n_threads_; ++t) {
     const auto front = static_cast<uint64_t>(n_tasks * t / n_threads_), back = static_cast<uint64_t>(n_tasks * (t + 1) / n_threads_);
-    shares_[static_cast<size_t>(t)].range.store(front | back << 32, std::memory_order_relaxed);
+    shares_[static_cast<size_t>(t)].range.store(front | back << 32, std::memory_order_release);
   }
-  busy_workers_.store(n_threads_ - 1, std::memory_order_relaxed);
   generation_.fetch_add(1);
   if (sleeping_workers_.load() != 0) generation_.notify_all();
   drain(0);
-  while (busy_workers_.load(std::memory_order_acquire) != 0) _mm_pause();
-  task_ = nullptr;
+  // Waits for the tasks, not for the workers: a worker that has not woken yet (another
+  // process holds its core) finds the shares empty when it does, and holds nothing up.
+  // A task a descheduled worker is running is waited for, yielding the core after a while
+  // in case that worker waits for it.
+  for (int spins = 0; done_tasks_.load(std::memory_order_acquire) != n_tasks;) {
+    if (++spins < kSpinIterations) {
+      _mm_pause();
+    } else {
+      sched_yield();
+    }
+  }
 }
 
 int physical_core_count() {

@@ -2,6 +2,9 @@
 // A persistent pool of worker threads for data-parallel loops. run() hands tasks
 // [0, n_tasks) to the workers and the calling thread, and returns when all are done.
 // Threads are created once; between runs workers spin briefly, then sleep on a futex.
+// run() returns when every task is done, whether or not each worker took part: on a
+// machine whose cores other processes also use, a worker that is not scheduled in time
+// has its share taken by the others instead of stalling the run.
 // Each thread owns a contiguous share of the tasks and takes them from its front; a
 // thread whose share is done takes tasks from the back of the others' shares, so that a
 // slow thread does not hold up the run. Neighbouring tasks (e.g. row chunks of one matrix)
@@ -52,7 +55,7 @@ class ThreadPool {
   const Task* task_ = nullptr;
   std::unique_ptr<Share[]> shares_;
   std::atomic<uint32_t> generation_{0};
-  std::atomic<int> busy_workers_{0};
+  std::atomic<int64_t> done_tasks_{0};  // tasks of the current run that have finished
   std::atomic<int> sleeping_workers_{0};  // workers in generation_.wait(): only then is a wake-up syscall needed
   std::atomic<bool> stop_{false};
 };

@@ -33,6 +33,26 @@ TEST(ThreadPool, RunsEveryTaskOnceForAnyCountOfTasksAndThreads) {
   }
 }
 
+// Runs that follow each other faster than the workers wake (four threads on this
+// machine's cores): a worker still waking from one run finds it done and takes part in a
+// later one. Each task must run once, with the functor of its own run.
+TEST(ThreadPool, AWorkerThatWakesLateTakesPartOnlyInTheRunStillGoing) {
+  ThreadPool pool(4);
+  constexpr int kRuns = 200000;
+  std::vector<std::atomic<int>> ran(16);
+  ThreadPool::Task functors[2];  // consecutive runs' functors live apart, so a stale one shows
+  int wrong = 0;
+  for (int run = 0; run < kRuns && wrong == 0; ++run) {
+    const int64_t n = 2 + run % 15;
+    for (int64_t t = 0; t < n; ++t) ran[static_cast<size_t>(t)].store(-1);
+    ThreadPool::Task& functor = functors[run % 2];
+    functor = [&ran, run](int64_t task, int) { ran[static_cast<size_t>(task)].store(run); };
+    pool.run(n, functor);
+    for (int64_t t = 0; t < n; ++t) wrong += ran[static_cast<size_t>(t)].load() != run;
+  }
+  EXPECT_EQ(wrong, 0);
+}
+
 // Two threads, eight tasks: the caller's share is 0-3, the worker's 4-7. Task 0 holds the
 // caller until every other task has run, so the worker runs them all: its own share from
 // the front, then the caller's from the back.
