@@ -99,12 +99,14 @@ class RunFaults(unittest.TestCase):
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="surrogateescape")
 
     def test_a_file_truncated_while_running_is_an_error(self):
-        expected = run(*self.args(200), "-m", self.model).stdout
+        # 600 tokens read about 5 GB at the minimum budget: seconds on any disk, so the
+        # run is still going when the file is cut 0.5 s in (200 took 1.1 s at 1.5 GB/s).
+        expected = run(*self.args(600), "-m", self.model).stdout
         for io in ENGINES:
             with self.subTest(io=io):
                 victim = path("truncated.gguf")
                 shutil.copy(self.model, victim)
-                proc = self.start_long_run(io, victim, 200)
+                proc = self.start_long_run(io, victim, 600)
                 time.sleep(0.5)
                 os.truncate(victim, os.path.getsize(victim) // 2)
                 out, err = proc.communicate(timeout=120)
