@@ -11,7 +11,8 @@
 // thus stay with one thread, and a thief works far from the owner: two cores reading
 // alternate chunks of one stream read it slower than each reading its own part
 // (docs/PERFORMANCE.md). Which thread runs which task is still not fixed, so a task must
-// only write its own outputs: then results do not depend on scheduling.
+// only write its own outputs: then results do not depend on scheduling. A task must not
+// throw: the other threads may still be running the run's tasks.
 #include <atomic>
 #include <cstdint>
 #include <functional>
