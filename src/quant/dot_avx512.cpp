@@ -92,15 +92,16 @@ inline V512i lanes4(const Block* const (&x)[4], int64_t b, size_t at) {
   return simde_mm512_inserti64x4(simde_mm512_castsi256_si512(rows01), rows23, 1);
 }
 // The cache lines kPrefetchBytes beyond block b of each of the four rows (see
-// prefetch_ahead_in_group), into L2: four rows' lines that far ahead in L1 would push out
-// the lines being read. For a block smaller than a line, only where a line starts in it.
+// prefetch_ahead_in_group; `rows_in_call` rows share the stream), into L2: four rows'
+// lines that far ahead in L1 would push out the lines being read. For a block smaller than
+// a line, only where a line starts in it.
 template <typename Block>
-inline void prefetch_rows4(const Block* const (&x)[4], int64_t b, size_t row_bytes) {
+inline void prefetch_rows4(const Block* const (&x)[4], int64_t b, size_t row_bytes, int rows_in_call = 4) {
   const size_t at = static_cast<size_t>(b) * sizeof(Block);
   if (sizeof(Block) < 64 && at % 64 >= sizeof(Block)) return;
   for (int i = 0; i < 4; ++i) {
     for (size_t line = 0; line < sizeof(Block); line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(ahead_in_group(reinterpret_cast<const uint8_t*>(x[i]), at + line, row_bytes, 4)), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(ahead_in_group(reinterpret_cast<const uint8_t*>(x[i]), at + line, row_bytes, rows_in_call)), _MM_HINT_T1);
     }
   }
 }
@@ -447,9 +448,10 @@ struct Floats16 {
 };
 
 // ---- K formats with four rows per register ----
-// K::group<C> on each four rows of the run (x: the four rows' blocks); the rows after
-// them, and runs of fewer than K::kMinCols columns, go to the AVX2 kernel for K::kType,
-// whose bits K gives.
+// K::group<C, G> on G groups of four rows at a time (x[g]: group g's four rows' blocks),
+// first K::kGroups groups per call, then single groups; the rows after them, and runs of
+// fewer than K::kMinCols columns, go to the AVX2 kernel for K::kType, whose bits K gives.
+// Which rows share a call changes no number: each row's operations are its own.
 template <typename K, int C>
 void rows4_matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
                   size_t out_stride) {
@@ -457,11 +459,15 @@ void rows4_matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows,
   if constexpr (C >= K::kMinCols) {
     const BlockQ8_K* a[C];
     for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c);
-    for (; r + 4 <= n_rows; r += 4) {
-      const typename K::Block* x[4];
-      for (int i = 0; i < 4; ++i) x[i] = reinterpret_cast<const typename K::Block*>(w + static_cast<size_t>(r + i) * row_bytes);
-      K::template group<C>(n, x, row_bytes, a, out + r, out_stride);
-    }
+    auto calls = [&]<int G>(std::integral_constant<int, G>) {
+      for (; r + 4 * G <= n_rows; r += 4 * G) {
+        const typename K::Block* x[G][4];
+        for (int i = 0; i < 4 * G; ++i) x[i / 4][i % 4] = reinterpret_cast<const typename K::Block*>(w + static_cast<size_t>(r + i) * row_bytes);
+        K::template group<C, G>(n, x, row_bytes, a, out + r, out_stride);
+      }
+    };
+    calls(std::integral_constant<int, K::template kGroups<C>>{});
+    if constexpr (K::template kGroups<C> > 1) calls(std::integral_constant<int, 1>{});
   }
   if (r < n_rows) {
     dot_kernel(*avx2_kernels(), K::kType)(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, n_rows - r, act, stride, C, out + r, out_stride);
@@ -480,68 +486,88 @@ void rows4_matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows,
 // integers are the row pairs' too, lane for lane, and the lanes are added in their order,
 // so both sets give the same bits for every row and column. The rows past a multiple of
 // four, and fewer than kMinColumns columns (see make_avx512), go to the row pairs.
+// A call takes two groups of four rows (kGroups), so that each broadcast of 16
+// activations feeds a vpdpbusd for both: with one group, the broadcasts, one per
+// vpdpbusd, bound the loop before the multiplies do (docs/PERFORMANCE.md, stop 42).
 template <bool kFive, int kMinColumns>
 struct DotQ45KRows4 {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
   static constexpr Type kType = kFive ? Type::Q5_K : Type::Q4_K;
   static constexpr int kMinCols = kMinColumns;
-
   template <int C>
-  static void group(int64_t n, const Block* const (&x)[4], size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
-    V512 acc[C];
-    for (int c = 0; c < C; ++c) acc[c] = simde_mm512_setzero_ps();
+  static constexpr int kGroups = 2;  // groups of four rows per call, for C columns
+
+  template <int C, int G>
+  static void group(int64_t n, const Block* const (&x)[G][4], size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
+    V512 acc[G][C];
+    for (int rg = 0; rg < G; ++rg)
+      for (int c = 0; c < C; ++c) acc[rg][c] = simde_mm512_setzero_ps();
     const V512i m4 = simde_mm512_set1_epi8(0x0F);
     const V512i mins_index[2] = {broadcast128(kRowPairMins[0]), broadcast128(kRowPairMins[1])};
     for (int64_t b = 0; b < n / 256; ++b) {
-      prefetch_rows4(x, b, row_bytes);
-      // Row i's eight scales then eight mins in lane i.
-      const V512i scales_mins = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(k4_scales_and_mins_x2(x[0][b].scales, x[1][b].scales)),
-                                                        k4_scales_and_mins_x2(x[2][b].scales, x[3][b].scales), 1);
-      V512i sum[C];
-      for (int c = 0; c < C; ++c) sum[c] = simde_mm512_setzero_si512();
-      // Q5_K: bit k of each byte is the fifth bit of sub-block k's elements 0-15 and 16-31,
-      // shifted right once per sub-block so that bit 0 is the current one's.
-      V512i fifth_bits[2] = {};
-      if constexpr (kFive) {
-        const RowHalves qh = rows4(x, b, offsetof(Block, qh));
-        fifth_bits[0] = qh.first, fifth_bits[1] = qh.second;
+      V512i scales_mins[G];
+      V512i fifth_bits[G][2] = {};
+      for (int rg = 0; rg < G; ++rg) {
+        prefetch_rows4(x[rg], b, row_bytes, 4 * G);
+        // Row i's eight scales then eight mins in lane i.
+        scales_mins[rg] = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(k4_scales_and_mins_x2(x[rg][0][b].scales, x[rg][1][b].scales)),
+                                                 k4_scales_and_mins_x2(x[rg][2][b].scales, x[rg][3][b].scales), 1);
+        // Q5_K: bit k of each byte is the fifth bit of sub-block k's elements 0-15 and 16-31,
+        // shifted right once per sub-block so that bit 0 is the current one's.
+        if constexpr (kFive) {
+          const RowHalves qh = rows4(x[rg], b, offsetof(Block, qh));
+          fifth_bits[rg][0] = qh.first, fifth_bits[rg][1] = qh.second;
+        }
       }
+      V512i sum[G][C];
+      for (int rg = 0; rg < G; ++rg)
+        for (int c = 0; c < C; ++c) sum[rg][c] = simde_mm512_setzero_si512();
       for (int j = 0; j < 4; ++j) {
         // Elements 0-15 and 16-31 of sub-blocks 2j (low nibbles) and 2j + 1 (high).
-        const auto [first, second] = rows4(x, b, offsetof(Block, qs) + 32 * j);
+        RowHalves rows[G];
+        for (int rg = 0; rg < G; ++rg) rows[rg] = rows4(x[rg], b, offsetof(Block, qs) + 32 * j);
         for (int h = 0; h < 2; ++h) {
           const int k = 2 * j + h;
-          V512i q0 = simde_mm512_and_si512(h == 0 ? first : simde_mm512_srli_epi16(first, 4), m4);
-          V512i q1 = simde_mm512_and_si512(h == 0 ? second : simde_mm512_srli_epi16(second, 4), m4);
-          if constexpr (kFive) {
-            const V512i one = simde_mm512_set1_epi8(1);
-            q0 = simde_mm512_or_si512(q0, simde_mm512_slli_epi16(simde_mm512_and_si512(fifth_bits[0], one), 4));
-            q1 = simde_mm512_or_si512(q1, simde_mm512_slli_epi16(simde_mm512_and_si512(fifth_bits[1], one), 4));
-            fifth_bits[0] = simde_mm512_srli_epi16(fifth_bits[0], 1);
-            fifth_bits[1] = simde_mm512_srli_epi16(fifth_bits[1], 1);
+          V512i q0[G], q1[G], scale[G];
+          for (int rg = 0; rg < G; ++rg) {
+            q0[rg] = simde_mm512_and_si512(h == 0 ? rows[rg].first : simde_mm512_srli_epi16(rows[rg].first, 4), m4);
+            q1[rg] = simde_mm512_and_si512(h == 0 ? rows[rg].second : simde_mm512_srli_epi16(rows[rg].second, 4), m4);
+            if constexpr (kFive) {
+              const V512i one = simde_mm512_set1_epi8(1);
+              q0[rg] = simde_mm512_or_si512(q0[rg], simde_mm512_slli_epi16(simde_mm512_and_si512(fifth_bits[rg][0], one), 4));
+              q1[rg] = simde_mm512_or_si512(q1[rg], simde_mm512_slli_epi16(simde_mm512_and_si512(fifth_bits[rg][1], one), 4));
+              fifth_bits[rg][0] = simde_mm512_srli_epi16(fifth_bits[rg][0], 1);
+              fifth_bits[rg][1] = simde_mm512_srli_epi16(fifth_bits[rg][1], 1);
+            }
+            // Scale k of each lane's row as (scale, 0) 16-bit pairs.
+            scale[rg] = simde_mm512_shuffle_epi8(scales_mins[rg], simde_mm512_set1_epi32(static_cast<int>(0x80808000u | static_cast<uint32_t>(k))));
           }
-          // Scale k of each lane's row as (scale, 0) 16-bit pairs.
-          const V512i scale = simde_mm512_shuffle_epi8(scales_mins, simde_mm512_set1_epi32(static_cast<int>(0x80808000u | static_cast<uint32_t>(k))));
           for (int c = 0; c < C; ++c) {
             const int8_t* aq = a[c][b].qs + 32 * k;
-            const V512i part = simde_mm512_dpbusd_epi32(simde_mm512_dpbusd_epi32(simde_mm512_setzero_si512(), q0, broadcast128(aq)), q1,
-                                                        broadcast128(aq + 16));
-            sum[c] = simde_mm512_dpwssd_epi32(sum[c], part, scale);
+            const V512i a0 = broadcast128(aq), a1 = broadcast128(aq + 16);
+            for (int rg = 0; rg < G; ++rg) {
+              const V512i part = simde_mm512_dpbusd_epi32(simde_mm512_dpbusd_epi32(simde_mm512_setzero_si512(), q0[rg], a0), q1[rg], a1);
+              sum[rg][c] = simde_mm512_dpwssd_epi32(sum[rg][c], part, scale[rg]);
+            }
           }
         }
       }
-      const V512 d = row_f16s(x, b, offsetof(Block, d), 0), dmin = row_f16s(x, b, offsetof(Block, d), 1);
-      const V512i mins_low = simde_mm512_shuffle_epi8(scales_mins, mins_index[0]);
-      const V512i mins_high = simde_mm512_shuffle_epi8(scales_mins, mins_index[1]);
-      for (int c = 0; c < C; ++c) {
-        const V512i min_sum = simde_mm512_dpwssd_epi32(simde_mm512_madd_epi16(mins_low, broadcast128(a[c][b].bsums)), mins_high,
-                                                       broadcast128(a[c][b].bsums + 8));
-        const V512 block = simde_mm512_fnmadd_ps(dmin, to_float(min_sum), simde_mm512_mul_ps(d, to_float(sum[c])));
-        acc[c] = simde_mm512_fmadd_ps(simde_mm512_set1_ps(a[c][b].d), block, acc[c]);
+      for (int rg = 0; rg < G; ++rg) {
+        const V512 d = row_f16s(x[rg], b, offsetof(Block, d), 0), dmin = row_f16s(x[rg], b, offsetof(Block, d), 1);
+        const V512i mins_low = simde_mm512_shuffle_epi8(scales_mins[rg], mins_index[0]);
+        const V512i mins_high = simde_mm512_shuffle_epi8(scales_mins[rg], mins_index[1]);
+        for (int c = 0; c < C; ++c) {
+          const V512i min_sum = simde_mm512_dpwssd_epi32(simde_mm512_madd_epi16(mins_low, broadcast128(a[c][b].bsums)), mins_high,
+                                                         broadcast128(a[c][b].bsums + 8));
+          const V512 block = simde_mm512_fnmadd_ps(dmin, to_float(min_sum), simde_mm512_mul_ps(d, to_float(sum[rg][c])));
+          acc[rg][c] = simde_mm512_fmadd_ps(simde_mm512_set1_ps(a[c][b].d), block, acc[rg][c]);
+        }
       }
     }
-    for (int c = 0; c < C; ++c) acc[c] = add_row_lanes(acc[c]);  // as the row pairs add a row's lanes
-    store_rows4(acc, out, out_stride);
+    for (int rg = 0; rg < G; ++rg) {
+      for (int c = 0; c < C; ++c) acc[rg][c] = add_row_lanes(acc[rg][c]);  // as the row pairs add a row's lanes
+      store_rows4(acc[rg], out + 4 * rg, out_stride);
+    }
   }
 
   template <int C>
@@ -558,66 +584,83 @@ struct DotQ45KRows4 {
 // vpdpwssd per block and column against the scales x -32. Each row's block total is then
 // one exact integer, multiplied as the AVX2 kernel (DotQ6K in dot_avx2.cpp) does it,
 // fma(d x a.d, total, sum): both sets give the same bits for every row and column. Fewer
-// than kMinColumns columns go to the AVX2 kernel (see make_avx512).
+// than kMinColumns columns go to the AVX2 kernel (see make_avx512). With two or more
+// columns a call takes two groups of four rows, which share each activation broadcast, as
+// DotQ45KRows4 does; with one column, one group (two ran slower with rows in cache).
 template <int kMinColumns>
 struct DotQ6KRows4 {
   using Block = BlockQ6_K;
   static constexpr Type kType = Type::Q6_K;
   static constexpr int kMinCols = kMinColumns;
-
   template <int C>
-  static void group(int64_t n, const Block* const (&x)[4], size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
-    V512 acc[C];
-    for (int c = 0; c < C; ++c) acc[c] = simde_mm512_setzero_ps();
+  static constexpr int kGroups = C > 1 ? 2 : 1;  // groups of four rows per call, for C columns
+
+  template <int C, int G>
+  static void group(int64_t n, const Block* const (&x)[G][4], size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
+    V512 acc[G][C];
+    for (int rg = 0; rg < G; ++rg)
+      for (int c = 0; c < C; ++c) acc[rg][c] = simde_mm512_setzero_ps();
     const V512i m4 = simde_mm512_set1_epi8(0x0F), m30 = simde_mm512_set1_epi8(0x30);
     for (int64_t b = 0; b < n / 256; ++b) {
-      prefetch_rows4(x, b, row_bytes);
-      // Row i's 16 scales in lane i, as 16-bit lanes: scales 0-7 in scales16[0], 8-15 in [1].
-      V512i scales8 = simde_mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[0][b].scales)));
-      scales8 = simde_mm512_inserti32x4(scales8, _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[1][b].scales)), 1);
-      scales8 = simde_mm512_inserti32x4(scales8, _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[2][b].scales)), 2);
-      scales8 = simde_mm512_inserti32x4(scales8, _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[3][b].scales)), 3);
-      const V512i sign = simde_mm512_movm_epi8(simde_mm512_movepi8_mask(scales8));
-      const V512i scales16[2] = {simde_mm512_unpacklo_epi8(scales8, sign), simde_mm512_unpackhi_epi8(scales8, sign)};
-      // Each column's sum starts from -32 x sum(scale x bsum), two sub-blocks per 32-bit lane.
-      const V512i bias0 = simde_mm512_sub_epi16(simde_mm512_setzero_si512(), simde_mm512_slli_epi16(scales16[0], 5));
-      const V512i bias1 = simde_mm512_sub_epi16(simde_mm512_setzero_si512(), simde_mm512_slli_epi16(scales16[1], 5));
-      V512i sum[C];
-      for (int c = 0; c < C; ++c) {
-        sum[c] = simde_mm512_dpwssd_epi32(simde_mm512_madd_epi16(bias0, broadcast128(a[c][b].bsums)), bias1, broadcast128(a[c][b].bsums + 8));
+      V512i scales16[G][2], sum[G][C];
+      for (int rg = 0; rg < G; ++rg) {
+        prefetch_rows4(x[rg], b, row_bytes, 4 * G);
+        // Row i's 16 scales in lane i, as 16-bit lanes: scales 0-7 in scales16[0], 8-15 in [1].
+        V512i scales8 = simde_mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[rg][0][b].scales)));
+        scales8 = simde_mm512_inserti32x4(scales8, _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[rg][1][b].scales)), 1);
+        scales8 = simde_mm512_inserti32x4(scales8, _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[rg][2][b].scales)), 2);
+        scales8 = simde_mm512_inserti32x4(scales8, _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[rg][3][b].scales)), 3);
+        const V512i sign = simde_mm512_movm_epi8(simde_mm512_movepi8_mask(scales8));
+        scales16[rg][0] = simde_mm512_unpacklo_epi8(scales8, sign), scales16[rg][1] = simde_mm512_unpackhi_epi8(scales8, sign);
+        // Each column's sum starts from -32 x sum(scale x bsum), two sub-blocks per 32-bit lane.
+        const V512i bias0 = simde_mm512_sub_epi16(simde_mm512_setzero_si512(), simde_mm512_slli_epi16(scales16[rg][0], 5));
+        const V512i bias1 = simde_mm512_sub_epi16(simde_mm512_setzero_si512(), simde_mm512_slli_epi16(scales16[rg][1], 5));
+        for (int c = 0; c < C; ++c) {
+          sum[rg][c] = simde_mm512_dpwssd_epi32(simde_mm512_madd_epi16(bias0, broadcast128(a[c][b].bsums)), bias1, broadcast128(a[c][b].bsums + 8));
+        }
       }
       for (int h = 0; h < 2; ++h) {
-        const RowHalves qh = rows4(x, b, offsetof(Block, qh) + 32 * h);
+        RowHalves qh[G];
+        for (int rg = 0; rg < G; ++rg) qh[rg] = rows4(x[rg], b, offsetof(Block, qh) + 32 * h);
         for (int p = 0; p < 2; ++p) {
-          const RowHalves ql = rows4(x, b, offsetof(Block, ql) + 64 * h + 32 * p);
+          RowHalves ql[G];
+          for (int rg = 0; rg < G; ++rg) ql[rg] = rows4(x[rg], b, offsetof(Block, ql) + 64 * h + 32 * p);
           for (int g = p; g < 4; g += 2) {
             // Group g: elements 128h + 32g + [0, 32), nibble g / 2 of ql[64h + 32p + l] and
             // bits 2g..2g+1 of qh[32h + l], as `first` (l < 16) and `second` halves.
             for (int half = 0; half < 2; ++half) {
-              const V512i low = half == 0 ? ql.first : ql.second, high = half == 0 ? qh.first : qh.second;
-              const V512i nibble = simde_mm512_and_si512(g < 2 ? low : simde_mm512_srli_epi16(low, 4), m4);
-              const V512i top = g == 0 ? simde_mm512_slli_epi16(high, 4) : g == 1 ? simde_mm512_slli_epi16(high, 2)
-                                : g == 2 ? high : simde_mm512_srli_epi16(high, 2);
-              const V512i q = simde_mm512_or_si512(nibble, simde_mm512_and_si512(top, m30));
-              // Scale of sub-block 8h + 2g + half as (scale, 0) 16-bit pairs.
               const int k = 2 * g + half;
-              const V512i scale = simde_mm512_shuffle_epi8(scales16[h], simde_mm512_set1_epi32(static_cast<int>(0x80800000u | static_cast<uint32_t>(2 * k) | static_cast<uint32_t>(2 * k + 1) << 8)));
+              V512i q[G], scale[G];
+              for (int rg = 0; rg < G; ++rg) {
+                const V512i low = half == 0 ? ql[rg].first : ql[rg].second, high = half == 0 ? qh[rg].first : qh[rg].second;
+                const V512i nibble = simde_mm512_and_si512(g < 2 ? low : simde_mm512_srli_epi16(low, 4), m4);
+                const V512i top = g == 0 ? simde_mm512_slli_epi16(high, 4) : g == 1 ? simde_mm512_slli_epi16(high, 2)
+                                  : g == 2 ? high : simde_mm512_srli_epi16(high, 2);
+                q[rg] = simde_mm512_or_si512(nibble, simde_mm512_and_si512(top, m30));
+                // Scale of sub-block 8h + 2g + half as (scale, 0) 16-bit pairs.
+                scale[rg] = simde_mm512_shuffle_epi8(scales16[rg][h], simde_mm512_set1_epi32(static_cast<int>(0x80800000u | static_cast<uint32_t>(2 * k) | static_cast<uint32_t>(2 * k + 1) << 8)));
+              }
               for (int c = 0; c < C; ++c) {
-                const V512i part = simde_mm512_dpbusd_epi32(simde_mm512_setzero_si512(), q, broadcast128(a[c][b].qs + 128 * h + 32 * g + 16 * half));
-                sum[c] = simde_mm512_dpwssd_epi32(sum[c], part, scale);
+                const V512i act16 = broadcast128(a[c][b].qs + 128 * h + 32 * g + 16 * half);
+                for (int rg = 0; rg < G; ++rg) {
+                  const V512i part = simde_mm512_dpbusd_epi32(simde_mm512_setzero_si512(), q[rg], act16);
+                  sum[rg][c] = simde_mm512_dpwssd_epi32(sum[rg][c], part, scale[rg]);
+                }
               }
             }
           }
         }
       }
-      const V512 d = row_f16s(x, b, offsetof(Block, d), 0);
-      for (int c = 0; c < C; ++c) {
-        const V512i pairs = simde_mm512_add_epi32(sum[c], shuffle32<_MM_SHUFFLE(2, 3, 0, 1)>(sum[c]));
-        const V512i total = simde_mm512_add_epi32(pairs, shuffle32<_MM_SHUFFLE(1, 0, 3, 2)>(pairs));
-        acc[c] = simde_mm512_fmadd_ps(simde_mm512_mul_ps(d, simde_mm512_set1_ps(a[c][b].d)), to_float(total), acc[c]);
+      for (int rg = 0; rg < G; ++rg) {
+        const V512 d = row_f16s(x[rg], b, offsetof(Block, d), 0);
+        for (int c = 0; c < C; ++c) {
+          const V512i pairs = simde_mm512_add_epi32(sum[rg][c], shuffle32<_MM_SHUFFLE(2, 3, 0, 1)>(sum[rg][c]));
+          const V512i total = simde_mm512_add_epi32(pairs, shuffle32<_MM_SHUFFLE(1, 0, 3, 2)>(pairs));
+          acc[rg][c] = simde_mm512_fmadd_ps(simde_mm512_mul_ps(d, simde_mm512_set1_ps(a[c][b].d)), to_float(total), acc[rg][c]);
+        }
       }
     }
-    store_rows4(acc, out, out_stride);
+    for (int rg = 0; rg < G; ++rg) store_rows4(acc[rg], out + 4 * rg, out_stride);
   }
 
   template <int C>

@@ -299,7 +299,7 @@ TEST(SameBitsAsAvx2, Q4KQ5KAndQ6K) {
     const ActFormat f = activation_format(t);
     for (Fill fill : {Fill::kQuantized, Fill::kRandomBytes, Fill::kMaxCodes}) {
       const int64_t n = 256 * 5;
-      const int n_rows = 11;
+      const int n_rows = 13;
       const size_t row_size = static_cast<size_t>(row_bytes(t, n)), act_bytes = activation_bytes(f, n);
       std::vector<uint8_t> rows, acts(act_bytes * kMaxCols);
       for (int r = 0; r < n_rows; ++r) {
