@@ -489,13 +489,14 @@ void rows4_matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows,
 // A call takes two groups of four rows (kGroups), so that each broadcast of 16
 // activations feeds a vpdpbusd for both: with one group, the broadcasts, one per
 // vpdpbusd, bound the loop before the multiplies do (docs/PERFORMANCE.md, stop 42).
+// Q5_K with one column keeps one group: two ran slower with rows in cache.
 template <bool kFive, int kMinColumns>
 struct DotQ45KRows4 {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
   static constexpr Type kType = kFive ? Type::Q5_K : Type::Q4_K;
   static constexpr int kMinCols = kMinColumns;
   template <int C>
-  static constexpr int kGroups = 2;  // groups of four rows per call, for C columns
+  static constexpr int kGroups = kFive && C == 1 ? 1 : 2;  // groups of four rows per call, for C columns
 
   template <int C, int G>
   static void group(int64_t n, const Block* const (&x)[G][4], size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
