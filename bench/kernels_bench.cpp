@@ -1,7 +1,8 @@
 // Kernel benchmarks.
 // - Matvec/TYPE/THREADS/COLS: matrix-vector products per weight type, measured as bytes
-//   of weights streamed per second, next to a STREAM-style read-bandwidth probe run
-//   right after it with the same threads (probe_GB/s), and their ratio (of_probe).
+//   of weights streamed per second, next to a STREAM-style read-bandwidth probe with the
+//   same threads (probe_GB/s), and their ratio (of_probe). A probe pass follows each
+//   kernel pass, and each figure sums its passes, so both see the same moments.
 //   Rows of 4096 columns for every type; also 768 for the K-formats, the width of an
 //   expert's down projection in Qwen3-30B-A3B, where a row is only 3 blocks long.
 // - Matmul/TYPE/tokens:N: prompt processing's case, one expert-sized matrix (768 x 2048,
@@ -45,29 +46,36 @@ using epq::quant::Type;
 
 constexpr size_t kWeightBytes = size_t{512} << 20;  // far larger than any cache
 
-// Read bandwidth with n threads: each sums its share of a buffer with 256-bit loads.
-double probe_bandwidth(epq::ThreadPool& pool) {
-  static epq::Buffer buffer(size_t{1} << 30);
+// One read pass over `buffer` with the pool's threads, each summing its share with
+// 256-bit loads; returns the seconds it took.
+double probe_pass(epq::ThreadPool& pool, const epq::Buffer& buffer) {
   const size_t share = buffer.size() / static_cast<size_t>(pool.size());
   std::vector<long long> sink(static_cast<size_t>(pool.size()));
-  double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto start = std::chrono::steady_clock::now();
-    pool.run(pool.size(), [&](int64_t t, int) {
-      const auto* p = reinterpret_cast<const __m256i*>(buffer.data() + static_cast<size_t>(t) * share);
-      __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
-      for (size_t i = 0; i < share / 32; i += 4) {
-        a = _mm256_add_epi64(a, _mm256_load_si256(p + i));
-        b = _mm256_add_epi64(b, _mm256_load_si256(p + i + 1));
-        c = _mm256_add_epi64(c, _mm256_load_si256(p + i + 2));
-        d = _mm256_add_epi64(d, _mm256_load_si256(p + i + 3));
-      }
-      sink[static_cast<size_t>(t)] = _mm256_extract_epi64(_mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d)), 0);
-    });
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    best = std::max(best, static_cast<double>(buffer.size()) / seconds);
-  }
+  const auto start = std::chrono::steady_clock::now();
+  pool.run(pool.size(), [&](int64_t t, int) {
+    const auto* p = reinterpret_cast<const __m256i*>(buffer.data() + static_cast<size_t>(t) * share);
+    __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+    for (size_t i = 0; i < share / 32; i += 4) {
+      a = _mm256_add_epi64(a, _mm256_load_si256(p + i));
+      b = _mm256_add_epi64(b, _mm256_load_si256(p + i + 1));
+      c = _mm256_add_epi64(c, _mm256_load_si256(p + i + 2));
+      d = _mm256_add_epi64(d, _mm256_load_si256(p + i + 3));
+    }
+    sink[static_cast<size_t>(t)] = _mm256_extract_epi64(_mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d)), 0);
+  });
   benchmark::DoNotOptimize(sink.data());
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+epq::Buffer& probe_buffer() {
+  static epq::Buffer buffer(size_t{1} << 30);
+  return buffer;
+}
+
+// Read bandwidth with n threads: the best of five passes.
+double probe_bandwidth(epq::ThreadPool& pool) {
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) best = std::max(best, static_cast<double>(probe_buffer().size()) / probe_pass(pool, probe_buffer()));
   return best;
 }
 
@@ -114,16 +122,21 @@ void BM_Matvec(benchmark::State& state, Type type) {
   const epq::Matrix w{type, weights.data(), rows, cols, row_bytes};
   epq::ThreadPool pool(threads);
   const epq::MatmulJob job{&w, act.data(), act.size(), 1, out.data(), static_cast<size_t>(rows)};
-  const auto start = std::chrono::steady_clock::now();
+  // Each pass of the kernel is followed by a pass of the read probe with the same threads,
+  // and the figures are the sums over all passes: on a shared machine the bandwidth
+  // available moves by 2x within seconds, so only figures taken in the same moments compare.
+  double seconds = 0, probe_seconds = 0;
   for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
     epq::run_matmuls(pool, {&job, 1});
     benchmark::DoNotOptimize(out.data());
+    const double pass = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    state.SetIterationTime(pass);
+    seconds += pass;
+    probe_seconds += probe_pass(pool, probe_buffer());
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double bytes = static_cast<double>(weights.size()) * static_cast<double>(state.iterations());
-  // The probe runs right after the kernel, with the same threads: on a shared machine the
-  // bandwidth available moves by 20-30% within minutes, so only same-moment figures compare.
-  const double probe_rate = probe_bandwidth(pool);
+  const double probe_rate = static_cast<double>(probe_buffer().size()) * static_cast<double>(state.iterations()) / probe_seconds;
   state.counters["GB/s"] = bytes / seconds / 1e9;
   state.counters["probe_GB/s"] = probe_rate / 1e9;
   state.counters["of_probe"] = bytes / seconds / probe_rate;
@@ -281,7 +294,7 @@ void register_all() {
   for (Type t : {Type::Q4_K, Type::Q6_K, Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::Q2_K, Type::Q3_K,
                  Type::Q5_K, Type::Q8_K, Type::IQ4_NL, Type::IQ4_XS, Type::MXFP4, Type::F16, Type::BF16, Type::F32}) {
     auto* b = benchmark::RegisterBenchmark((std::string("Matvec/") + epq::quant::name(t)).c_str(), BM_Matvec, t);
-    b->ArgNames({"threads", "cols"})->Unit(benchmark::kMillisecond)->UseRealTime();
+    b->ArgNames({"threads", "cols"})->Unit(benchmark::kMillisecond)->UseManualTime();
     for (int64_t cols : {int64_t{4096}, int64_t{768}}) {
       if (cols == 768 && epq::quant::info(t).block_elems != 256) continue;
       b->Args({1, cols})->Args({all, cols});

@@ -235,8 +235,10 @@ struct Rows4Q8_0 {
 // row of the call reads it there; the rows' sums wait in memory between windows, so each
 // lane adds its terms in the same order. A group short of four rows repeats its last row.
 // So a row's bits depend on neither its partners nor the column count, one column
-// (decode) included.
-template <typename F>
+// (decode) included. With one column a call streams kOneColumnGroups groups side by side
+// (8 or 16 rows), which share each block's activation loads: from DRAM, a single group of
+// four rows left the loads waiting (docs/PERFORMANCE.md, stop 43).
+template <typename F, int kOneColumnGroups>
 struct Dot32Rows4 {
   using Block = typename F::Block;
   static constexpr int64_t kTileRows = 32;
@@ -249,23 +251,26 @@ struct Dot32Rows4 {
     return _mm_mullo_epi32(sums, _mm_set1_epi32(-F::kBias));
   }
 
-  // acc[c] += rows x columns c over blocks [b0, b1), starts[b - b0][c] prepared.
-  template <int C>
-  static void span(const Block* const (&x)[4], size_t row_bytes, const BlockQ8x32* const (&a)[C], int64_t b0, int64_t b1,
-                   const __m128i (*starts)[C], V512 (&acc)[C]) {
+  // acc[g][c] += group g's rows x column c over blocks [b0, b1), starts[b - b0][c]
+  // prepared. The G groups of a call share each block's activation loads.
+  template <int C, int G>
+  static void span(const Block* const (&x)[G][4], size_t row_bytes, const BlockQ8x32* const (&a)[C], int64_t b0, int64_t b1,
+                   const __m128i (*starts)[C], V512 (*acc)[C]) {
     for (int64_t b = b0; b < b1; ++b) {
-      prefetch_rows4(x, b, row_bytes);
-      const RowHalves q = F::codes(x, b);
-      const V512 d = F::scales(x, b);
-      V512 m = simde_mm512_setzero_ps();
-      if constexpr (F::kMin) m = simde_mm512_maskz_mov_ps(0x1111, F::mins(x, b));
-      for (int c = 0; c < C; ++c) {
-        const BlockQ8x32& ab = a[c][b];
-        const V512i sumi = simde_mm512_dpbusd_epi32(simde_mm512_dpbusd_epi32(simde_mm512_broadcast_i32x4(starts[b - b0][c]), q.first,
-                                                                             broadcast128(ab.qs)),
-                                                    q.second, broadcast128(ab.qs + 16));
-        acc[c] = simde_mm512_fmadd_ps(to_float(sumi), simde_mm512_mul_ps(d, simde_mm512_set1_ps(ab.d)), acc[c]);
-        if constexpr (F::kMin) acc[c] = simde_mm512_fmadd_ps(m, simde_mm512_set1_ps(ab.s), acc[c]);
+      for (int g = 0; g < G; ++g) {
+        prefetch_rows4(x[g], b, row_bytes, 4 * G);
+        const RowHalves q = F::codes(x[g], b);
+        const V512 d = F::scales(x[g], b);
+        V512 m = simde_mm512_setzero_ps();
+        if constexpr (F::kMin) m = simde_mm512_maskz_mov_ps(0x1111, F::mins(x[g], b));
+        for (int c = 0; c < C; ++c) {
+          const BlockQ8x32& ab = a[c][b];
+          const V512i sumi = simde_mm512_dpbusd_epi32(simde_mm512_dpbusd_epi32(simde_mm512_broadcast_i32x4(starts[b - b0][c]), q.first,
+                                                                               broadcast128(ab.qs)),
+                                                      q.second, broadcast128(ab.qs + 16));
+          acc[g][c] = simde_mm512_fmadd_ps(to_float(sumi), simde_mm512_mul_ps(d, simde_mm512_set1_ps(ab.d)), acc[g][c]);
+          if constexpr (F::kMin) acc[g][c] = simde_mm512_fmadd_ps(m, simde_mm512_set1_ps(ab.s), acc[g][c]);
+        }
       }
     }
   }
@@ -293,13 +298,18 @@ struct Dot32Rows4 {
           }
           prepared = b0;
         }
-        for (int64_t g = 0; g < groups; ++g) {
-          const Block* x[4];
-          for (int i = 0; i < 4; ++i) {
-            x[i] = reinterpret_cast<const Block*>(w + static_cast<size_t>(r0 + std::min(4 * g + i, rows - 1)) * row_bytes);
+        int64_t g = 0;
+        auto calls = [&]<int G>(std::integral_constant<int, G>) {
+          for (; g + G <= groups; g += G) {
+            const Block* x[G][4];
+            for (int i = 0; i < 4 * G; ++i) {
+              x[i / 4][i % 4] = reinterpret_cast<const Block*>(w + static_cast<size_t>(r0 + std::min(4 * g + i, rows - 1)) * row_bytes);
+            }
+            span<C, G>(x, row_bytes, a, b0, b1, starts, sums + g);
           }
-          span<C>(x, row_bytes, a, b0, b1, starts, sums[g]);
-        }
+        };
+        if constexpr (C == 1 && kOneColumnGroups > 1) calls(std::integral_constant<int, kOneColumnGroups>{});
+        calls(std::integral_constant<int, 1>{});
       }
       for (int64_t g = 0; g < groups; ++g) {
         for (int c = 0; c < C; ++c) sums[g][c] = add_row_lanes(sums[g][c]);
@@ -687,13 +697,13 @@ KernelSet make_avx512(const char* name) {
   set(Type::Q2_K, entry<DotQ23K<false>>);
   set(Type::Q3_K, entry<DotQ23K<true>>);
   set(Type::IQ4_XS, entry<DotIQ4XS>);
-  set(Type::Q4_0, entry<Dot32Rows4<Rows4Q4_0>>);
-  set(Type::Q4_1, entry<Dot32Rows4<Rows4Q4_1>>);
-  set(Type::Q5_0, entry<Dot32Rows4<Rows4Q5_0>>);
-  set(Type::Q5_1, entry<Dot32Rows4<Rows4Q5_1>>);
-  set(Type::Q8_0, entry<Dot32Rows4<Rows4Q8_0>>);
-  set(Type::IQ4_NL, entry<Dot32Rows4<Rows4IQ4_NL>>);
-  set(Type::MXFP4, entry<Dot32Rows4<Rows4MXFP4>>);
+  set(Type::Q4_0, entry<Dot32Rows4<Rows4Q4_0, 2>>);
+  set(Type::Q4_1, entry<Dot32Rows4<Rows4Q4_1, 2>>);
+  set(Type::Q5_0, entry<Dot32Rows4<Rows4Q5_0, 1>>);
+  set(Type::Q5_1, entry<Dot32Rows4<Rows4Q5_1, 1>>);
+  set(Type::Q8_0, entry<Dot32Rows4<Rows4Q8_0, 2>>);
+  set(Type::IQ4_NL, entry<Dot32Rows4<Rows4IQ4_NL, 2>>);
+  set(Type::MXFP4, entry<Dot32Rows4<Rows4MXFP4, 4>>);
   set(Type::F32, entry<DotFloat<LoadF32, Floats16>>);
   set(Type::F16, entry<DotFloat<LoadF16, Floats16>>);
   set(Type::BF16, entry<DotFloat<LoadBF16, Floats16>>);
