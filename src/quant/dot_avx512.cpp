@@ -174,6 +174,11 @@ inline V512i nibble_codes(const uint8_t* p, const uint8_t* q) {
 // Codes 0-15 through a 16-entry table (the same in every 128-bit lane).
 inline V512i lookup_codes(const uint8_t* table, V512i idx) { return simde_mm512_shuffle_epi8(broadcast128(table), idx); }
 
+// Q5_0/Q5_1 fifth bits (NibbleFormat::codes): byte j of a lane reads qh byte j / 8 (low
+// half) or 2 + j / 8 (high half), and tests its bit j % 8.
+alignas(16) constexpr uint8_t kFifthBitBytes[2][16] = {{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1}, {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3}};
+alignas(16) constexpr uint8_t kFifthBitMasks[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+
 // The nibble formats: 16 bytes of nibble pairs per block (qs: low nibble element j, high
 // j + 16), a fifth bit per element where the block has qh (bit j for element j), F16 d
 // (and m, with kMin) at byte 0, and a code book where the block has one.
@@ -187,12 +192,13 @@ struct NibbleFormat {
     const V512i packed = lanes4(x, b, offsetof(Block, qs));
     RowHalves q{simde_mm512_and_si512(packed, m4), simde_mm512_and_si512(simde_mm512_srli_epi16(packed, 4), m4)};
     if constexpr (requires { B::qh; }) {
-      uint64_t low = 0, high = 0;  // bit 16i + j: the fifth bit of row i's element j (16 + j)
-      for (int i = 0; i < 4; ++i) {
-        uint32_t qh;
-        std::memcpy(&qh, x[i][b].qh, 4);
-        low |= uint64_t{qh & 0xFFFF} << (16 * i), high |= uint64_t{qh >> 16} << (16 * i);
-      }
+      // Row i's qh in bytes 0-3 of lane i; byte j of each lane tests bit j (low: of qh
+      // bytes 0-1, elements 0-15) or bit 16 + j (high: bytes 2-3, elements 16-31).
+      const V512i qh = lanes4(x, b, offsetof(Block, qh));
+      const V512i low_bytes = broadcast128(kFifthBitBytes[0]), high_bytes = broadcast128(kFifthBitBytes[1]);
+      const V512i bit = broadcast128(kFifthBitMasks);
+      const simde__mmask64 low = simde_mm512_test_epi8_mask(simde_mm512_shuffle_epi8(qh, low_bytes), bit);
+      const simde__mmask64 high = simde_mm512_test_epi8_mask(simde_mm512_shuffle_epi8(qh, high_bytes), bit);
       const V512i fifth = simde_mm512_set1_epi8(0x10);
       q = {simde_mm512_mask_add_epi8(q.first, low, q.first, fifth), simde_mm512_mask_add_epi8(q.second, high, q.second, fifth)};
     }
@@ -699,8 +705,8 @@ KernelSet make_avx512(const char* name) {
   set(Type::IQ4_XS, entry<DotIQ4XS>);
   set(Type::Q4_0, entry<Dot32Rows4<Rows4Q4_0, 2>>);
   set(Type::Q4_1, entry<Dot32Rows4<Rows4Q4_1, 2>>);
-  set(Type::Q5_0, entry<Dot32Rows4<Rows4Q5_0, 1>>);
-  set(Type::Q5_1, entry<Dot32Rows4<Rows4Q5_1, 1>>);
+  set(Type::Q5_0, entry<Dot32Rows4<Rows4Q5_0, 2>>);
+  set(Type::Q5_1, entry<Dot32Rows4<Rows4Q5_1, 2>>);
   set(Type::Q8_0, entry<Dot32Rows4<Rows4Q8_0, 2>>);
   set(Type::IQ4_NL, entry<Dot32Rows4<Rows4IQ4_NL, 2>>);
   set(Type::MXFP4, entry<Dot32Rows4<Rows4MXFP4, 4>>);
