@@ -336,6 +336,9 @@ inline V512i halves8(int low, int high) {
 
 // Q2_K and Q3_K: element h*128 + 32j + l is bits 2j..2j+1 of qs[32h + l] (Q3_K: its third
 // bit is bit 4h + j of hmask[l]); sub-blocks of 16 elements.
+// The row-at-a-time kernels (this and DotIQ4XS) are inlined into each_row's loop, so that
+// their constant vectors are set up once per call, not once per row: a row of 768 columns
+// is three blocks, and the setup weighed (docs/PERFORMANCE.md, stop 43).
 template <bool kThree>
 struct DotQ23K {
   using Block = std::conditional_t<kThree, BlockQ3_K, BlockQ2_K>;
@@ -344,7 +347,7 @@ struct DotQ23K {
   // offsets (Q3_K: 4 * scale . bsums in the integer sum, through vpdpwssd with -4 * scale;
   // Q2_K: dmin * min . bsums in acc_min); the result is hsum(acc) + hsum(acc_min).
   template <int C>
-  static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
+  [[gnu::always_inline]] static inline void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
     const auto* wb = static_cast<const Block*>(w);
     const BlockQ8_K* a[C];
     V512 acc[C];
@@ -405,7 +408,7 @@ constexpr CodeBook16 kIQ4NLMagnitudes = [] {
 
 struct DotIQ4XS {
   template <int C>
-  static void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
+  [[gnu::always_inline]] static inline void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
     const auto* wb = static_cast<const BlockIQ4_XS*>(w);
     const BlockQ8_K* a[C];
     V512 acc[C];
