@@ -216,8 +216,13 @@ using Rows4Q5_0 = NibbleFormat<BlockQ5_0, 16, false>;
 using Rows4Q5_1 = NibbleFormat<BlockQ5_1, 0, true>;
 using Rows4IQ4_NL = NibbleFormat<BlockIQ4_NL, 128, false, &kIQ4NLBiased>;
 struct Rows4MXFP4 : NibbleFormat<BlockMXFP4, 128, false, &kMXFP4Biased> {
+  // e8m0_to_f32_half of the four rows' exponents, in vector code: (e - 1) << 23, or
+  // 0x00200000 << e for e < 2.
   static V512 scales(const Block* const (&x)[4], int64_t b) {
-    return spread4(_mm_setr_ps(e8m0_to_f32_half(x[0][b].e), e8m0_to_f32_half(x[1][b].e), e8m0_to_f32_half(x[2][b].e), e8m0_to_f32_half(x[3][b].e)));
+    const __m128i e = _mm_setr_epi32(x[0][b].e, x[1][b].e, x[2][b].e, x[3][b].e);
+    const __m128i normal = _mm_slli_epi32(_mm_sub_epi32(e, _mm_set1_epi32(1)), 23);
+    const __m128i tiny = _mm_sllv_epi32(_mm_set1_epi32(0x00200000), e);
+    return spread4(_mm_castsi128_ps(_mm_blendv_epi8(normal, tiny, _mm_cmplt_epi32(e, _mm_set1_epi32(2)))));
   }
 };
 struct Rows4Q8_0 {
@@ -241,13 +246,14 @@ struct Rows4Q8_0 {
 // row of the call reads it there; the rows' sums wait in memory between windows, so each
 // lane adds its terms in the same order. A group short of four rows repeats its last row.
 // So a row's bits depend on neither its partners nor the column count, one column
-// (decode) included. With one column a call streams kOneColumnGroups groups side by side
-// (8 or 16 rows), which share each block's activation loads: from DRAM, a single group of
-// four rows left the loads waiting (docs/PERFORMANCE.md, stop 43).
-template <typename F, int kOneColumnGroups>
+// (decode) included. With one column a call streams two groups side by side (8 rows), which
+// share each block's activation loads: from DRAM, one group of four rows at a time ran at
+// 51-60% of the read probe, two at 59-73% (docs/PERFORMANCE.md, stop 43).
+template <typename F>
 struct Dot32Rows4 {
   using Block = typename F::Block;
   static constexpr int64_t kTileRows = 32;
+  static constexpr int kOneColumnGroups = 2;  // groups of four rows side by side with one column
   static constexpr size_t kWindowBytes = 32 << 10;  // prepared starts: 2048 blocks of one column, 256 of eight
 
   static __m128i lane_start(const BlockQ8x32& a) {
@@ -314,7 +320,7 @@ struct Dot32Rows4 {
             span<C, G>(x, row_bytes, a, b0, b1, starts, sums + g);
           }
         };
-        if constexpr (C == 1 && kOneColumnGroups > 1) calls(std::integral_constant<int, kOneColumnGroups>{});
+        if constexpr (C == 1) calls(std::integral_constant<int, kOneColumnGroups>{});
         calls(std::integral_constant<int, 1>{});
       }
       for (int64_t g = 0; g < groups; ++g) {
@@ -706,13 +712,13 @@ KernelSet make_avx512(const char* name) {
   set(Type::Q2_K, entry<DotQ23K<false>>);
   set(Type::Q3_K, entry<DotQ23K<true>>);
   set(Type::IQ4_XS, entry<DotIQ4XS>);
-  set(Type::Q4_0, entry<Dot32Rows4<Rows4Q4_0, 2>>);
-  set(Type::Q4_1, entry<Dot32Rows4<Rows4Q4_1, 2>>);
-  set(Type::Q5_0, entry<Dot32Rows4<Rows4Q5_0, 2>>);
-  set(Type::Q5_1, entry<Dot32Rows4<Rows4Q5_1, 2>>);
-  set(Type::Q8_0, entry<Dot32Rows4<Rows4Q8_0, 2>>);
-  set(Type::IQ4_NL, entry<Dot32Rows4<Rows4IQ4_NL, 2>>);
-  set(Type::MXFP4, entry<Dot32Rows4<Rows4MXFP4, 4>>);
+  set(Type::Q4_0, entry<Dot32Rows4<Rows4Q4_0>>);
+  set(Type::Q4_1, entry<Dot32Rows4<Rows4Q4_1>>);
+  set(Type::Q5_0, entry<Dot32Rows4<Rows4Q5_0>>);
+  set(Type::Q5_1, entry<Dot32Rows4<Rows4Q5_1>>);
+  set(Type::Q8_0, entry<Dot32Rows4<Rows4Q8_0>>);
+  set(Type::IQ4_NL, entry<Dot32Rows4<Rows4IQ4_NL>>);
+  set(Type::MXFP4, entry<Dot32Rows4<Rows4MXFP4>>);
   set(Type::F32, entry<DotFloat<LoadF32, Floats16>>);
   set(Type::F16, entry<DotFloat<LoadF16, Floats16>>);
   set(Type::BF16, entry<DotFloat<LoadBF16, Floats16>>);
