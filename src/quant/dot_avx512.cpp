@@ -247,8 +247,9 @@ struct Rows4Q8_0 {
 // lane adds its terms in the same order. A group short of four rows repeats its last row.
 // So a row's bits depend on neither its partners nor the column count, one column
 // (decode) included. With one column a call streams two groups side by side (8 rows), which
-// share each block's activation loads: from DRAM, one group of four rows at a time ran at
-// 51-60% of the read probe, two at 59-73% (docs/PERFORMANCE.md, stop 43).
+// share each block's activation loads: from DRAM, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4
+// ran at 43-60% of the read probe one group at a time, at 52-66% two at a time
+// (docs/PERFORMANCE.md, stop 43).
 template <typename F>
 struct Dot32Rows4 {
   using Block = typename F::Block;
