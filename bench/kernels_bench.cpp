@@ -3,8 +3,10 @@
 //   of weights streamed per second, next to a STREAM-style read-bandwidth probe with the
 //   same threads (probe_GB/s), and their ratio (of_probe). A probe pass follows each
 //   kernel pass, and each figure sums its passes, so both see the same moments.
-//   Rows of 4096 columns for every type; also 768 for the K-formats, the width of an
-//   expert's down projection in Qwen3-30B-A3B, where a row is only 3 blocks long.
+//   Rows of 4096 columns for every type; also 768 for the K and 32-element formats, the
+//   width of an expert's down projection in Qwen3-30B-A3B. Matvec/TYPE/rows4: the
+//   32-element formats in the four-row layout that resident weights get on CPUs whose
+//   kernel set reads it (quant/rows4_layout.h).
 // - Matmul/TYPE/tokens:N: prompt processing's case, one expert-sized matrix (768 x 2048,
 //   cache-resident) times N token columns, measured in multiply-adds per second (GMAC/s):
 //   this is compute-bound, and shows how well a kernel amortizes decoding a weight block.
@@ -37,6 +39,7 @@
 #include "quant/dot.h"
 #include "quant/float_bits.h"
 #include "quant/reference.h"
+#include "quant/rows4_layout.h"
 #include "quant/types.h"
 #include "util/buffer.h"
 
@@ -105,7 +108,7 @@ std::vector<uint8_t> random_weights(Type type, int64_t rows, int64_t cols) {
   return w;
 }
 
-void BM_Matvec(benchmark::State& state, Type type) {
+void BM_Matvec(benchmark::State& state, Type type, bool rows4) {
   const int threads = static_cast<int>(state.range(0));
   const int64_t cols = state.range(1);
   const size_t row_bytes = static_cast<size_t>(epq::quant::row_bytes(type, cols));
@@ -115,11 +118,12 @@ void BM_Matvec(benchmark::State& state, Type type) {
   for (int64_t r = 0; r < rows; r += 64) {
     std::memcpy(weights.data() + static_cast<size_t>(r) * row_bytes, tile.data(), std::min<size_t>(64, static_cast<size_t>(rows - r)) * row_bytes);
   }
+  if (rows4) epq::quant::to_rows4_layout(type, weights.data(), rows, cols);
   std::vector<float> x(static_cast<size_t>(cols), 0.5f), out(static_cast<size_t>(rows));
   const epq::quant::ActFormat f = epq::quant::activation_format(type);
   std::vector<uint8_t> act(epq::quant::activation_bytes(f, cols));
   epq::quant::quantize_activation(f, x.data(), act.data(), cols);
-  const epq::Matrix w{type, weights.data(), rows, cols, row_bytes};
+  const epq::Matrix w{type, weights.data(), rows, cols, row_bytes, rows4};
   epq::ThreadPool pool(threads);
   const epq::MatmulJob job{&w, act.data(), act.size(), 1, out.data(), static_cast<size_t>(rows)};
   // Each pass of the kernel is followed by a pass of the read probe with the same threads,
@@ -293,11 +297,15 @@ void register_all() {
   benchmark::RegisterBenchmark("ReadBandwidth", BM_ReadBandwidth)->Arg(1)->Arg(all)->UseManualTime()->Iterations(1);
   for (Type t : {Type::Q4_K, Type::Q6_K, Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::Q2_K, Type::Q3_K,
                  Type::Q5_K, Type::Q8_K, Type::IQ4_NL, Type::IQ4_XS, Type::MXFP4, Type::F16, Type::BF16, Type::F32}) {
-    auto* b = benchmark::RegisterBenchmark((std::string("Matvec/") + epq::quant::name(t)).c_str(), BM_Matvec, t);
-    b->ArgNames({"threads", "cols"})->Unit(benchmark::kMillisecond)->UseManualTime();
-    for (int64_t cols : {int64_t{4096}, int64_t{768}}) {
-      if (cols == 768 && epq::quant::info(t).block_elems != 256) continue;
-      b->Args({1, cols})->Args({all, cols});
+    for (bool rows4 : {false, true}) {
+      if (rows4 && epq::quant::dot_kernel_rows4(epq::quant::active_kernels(), t) == nullptr) continue;
+      const std::string name = std::string("Matvec/") + epq::quant::name(t) + (rows4 ? "/rows4" : "");
+      auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Matvec, t, rows4);
+      b->ArgNames({"threads", "cols"})->Unit(benchmark::kMillisecond)->UseManualTime();
+      for (int64_t cols : {int64_t{4096}, int64_t{768}}) {
+        if (cols == 768 && epq::quant::info(t).block_elems == 1) continue;
+        b->Args({1, cols})->Args({all, cols});
+      }
     }
   }
   benchmark::RegisterBenchmark("Int8Peak", BM_Int8Peak)->Unit(benchmark::kMicrosecond)->UseRealTime();

@@ -41,13 +41,15 @@ void run_matmuls(ThreadPool& pool, std::span<const MatmulJob> jobs) {
   const quant::KernelSet& kernels = quant::active_kernels();
   int64_t total_rows = 0;
   for (const MatmulJob& j : jobs) total_rows += j.w->rows;
-  // Enough chunks to balance the threads, but each at least 16 rows to amortize dispatch.
-  const int64_t target = std::max<int64_t>(16, total_rows / (static_cast<int64_t>(pool.size()) * 16));
+  // Enough chunks to balance the threads, but each at least 16 rows to amortize dispatch,
+  // and a multiple of four, as the four-row layout's groups are.
+  const int64_t target = (std::max<int64_t>(16, total_rows / (static_cast<int64_t>(pool.size()) * 16)) + 3) / 4 * 4;
   std::vector<Chunk> chunks;
   std::vector<quant::DotKernel> job_kernels;
   for (size_t i = 0; i < jobs.size(); ++i) {
-    quant::DotKernel k = quant::dot_kernel(kernels, jobs[i].w->type);
-    if (k == nullptr) fail("no kernel for weight type {}", quant::name(jobs[i].w->type));
+    const Matrix& w = *jobs[i].w;
+    quant::DotKernel k = w.rows4 ? quant::dot_kernel_rows4(kernels, w.type) : quant::dot_kernel(kernels, w.type);
+    if (k == nullptr) fail("no kernel for weight type {}{}", quant::name(w.type), w.rows4 ? " in the four-row layout" : "");
     job_kernels.push_back(k);
     if (jobs[i].n_tokens == 0) continue;
     for (int64_t r = 0; r < jobs[i].w->rows; r += target) {

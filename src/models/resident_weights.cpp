@@ -8,7 +8,7 @@ namespace epq::models {
 const uint8_t* ResidentWeights::get(const gguf::File& file, const std::string& name) const {
   auto it = data_.find(name);
   if (it == data_.end()) fail("{}: missing tensor '{}'", file.path(), name);
-  return it->second;
+  return it->second.bytes;
 }
 
 ResidentWeights ResidentWeights::from_mapping(const gguf::File& file) {

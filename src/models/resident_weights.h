@@ -11,16 +11,22 @@ namespace epq::models {
 
 class ResidentWeights {
  public:
-  void add(const std::string& name, const uint8_t* data) { data_[name] = data; }
+  // `rows4`: the data are in the four-row layout (quant/rows4_layout.h), not the file's.
+  void add(const std::string& name, const uint8_t* data, bool rows4 = false) { data_[name] = {data, rows4}; }
   // Data of a tensor, or an Error naming the file and tensor if it is absent.
   const uint8_t* get(const gguf::File& file, const std::string& name) const;
   bool has(const std::string& name) const { return data_.count(name) != 0; }
+  bool rows4(const std::string& name) const { return has(name) && data_.at(name).rows4; }
 
   // Every tensor except routed experts, pointing into the file's mapping.
   static ResidentWeights from_mapping(const gguf::File& file);
 
  private:
-  std::unordered_map<std::string, const uint8_t*> data_;
+  struct Data {
+    const uint8_t* bytes;
+    bool rows4;
+  };
+  std::unordered_map<std::string, Data> data_;
 };
 
 }  // namespace epq::models

@@ -21,7 +21,7 @@ Matrix WeightBinder::matrix(const std::string& name, int64_t cols, int64_t rows)
     fail("{}: tensor '{}' has type {}, which EPQ does not support (supported: {})", f_.path(), name, quant::name(t.type),
          quant::supported_type_names());
   }
-  return {t.type, w_.get(f_, name), rows, cols, t.row_bytes()};
+  return {t.type, w_.get(f_, name), rows, cols, t.row_bytes(), w_.rows4(name)};
 }
 
 std::vector<Matrix> WeightBinder::stacked(const std::string& name, int64_t cols, int64_t rows, int64_t n) const {

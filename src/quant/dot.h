@@ -22,6 +22,10 @@ using DotKernel = void (*)(int64_t n, const void* w, size_t row_bytes, int64_t n
 struct KernelSet {
   const char* name;
   DotKernel dot[64];  // indexed by type id; null for unsupported types
+  // The same products for weights in the four-row layout (quant/rows4_layout.h): w at the
+  // first row of a group, n_rows rows of which all but the last n_rows % 4 are in groups.
+  // Null for the types and sets without one.
+  DotKernel dot_rows4[64];
 };
 
 const KernelSet& scalar_kernels();            // the oracle: dequantize and sum in double
@@ -37,5 +41,6 @@ const KernelSet& avx512_kernels_unchecked();
 const KernelSet& avx512_kernels_emulated();
 
 inline DotKernel dot_kernel(const KernelSet& set, Type t) { return set.dot[static_cast<uint32_t>(t)]; }
+inline DotKernel dot_kernel_rows4(const KernelSet& set, Type t) { return set.dot_rows4[static_cast<uint32_t>(t)]; }
 
 }  // namespace epq::quant

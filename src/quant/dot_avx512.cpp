@@ -7,7 +7,8 @@
 //
 // Q4_K, Q5_K and Q6_K take four rows per register, one per 128-bit lane, into vpdpbusd,
 // and give the AVX2 kernels' bits. The 32-element formats (Dot32Rows4) take four rows per
-// register too, with bits of their own, the same for any rows and columns. Q2_K, Q3_K and IQ4_XS work on 64
+// register too, with bits of their own, the same for any rows and columns, in the file
+// layout or the four-row layout (quant/rows4_layout.h). Q2_K, Q3_K and IQ4_XS work on 64
 // elements of one row per register: codes (unsigned) times activations with vpmaddubsw,
 // then vpdpwssd multiplies those pair sums by the sub-block scales and accumulates, in
 // one instruction where AVX2 needs two.
@@ -144,6 +145,47 @@ inline void store_rows4(const V512 (&v)[C], float* out, size_t out_stride, int r
 }
 
 // ---- 32-element formats, four rows per register ----
+// Block b's fields of four rows, in the file layout (FileRows4: four row pointers) or in
+// the four-row layout (PackedRows4: a group, quant/rows4_layout.h). `at` is the field's
+// offset in the block.
+template <typename Block>
+struct FileRows4 {
+  const Block* x[4];
+  // A 16-byte field (or the 4-byte one at its start), row i's in 128-bit lane i.
+  V512i field16(int64_t b, size_t at) const { return lanes4(x, b, at); }
+  V512i field4(int64_t b, size_t at) const { return lanes4(x, b, at); }
+  // A 32-byte field: bytes 0-15 of row i in lane i of `first`, 16-31 in `second`'s.
+  RowHalves field32(int64_t b, size_t at) const { return rows4(x, b, at); }
+  // An F16 field as floats, row i's in lanes 4i..4i+3.
+  V512 f16(int64_t b, size_t at) const { return row_f16s(x, b, at, 0); }
+  // A byte field, row i's in 32-bit lane i.
+  __m128i byte(int64_t b, size_t at) const {
+    auto at_row = [&](int i) { return reinterpret_cast<const uint8_t*>(x[i] + b)[at]; };
+    return _mm_setr_epi32(at_row(0), at_row(1), at_row(2), at_row(3));
+  }
+  void prefetch(int64_t b, size_t row_bytes, int rows_in_call) const { prefetch_rows4(x, b, row_bytes, rows_in_call); }
+};
+template <typename Block>
+struct PackedRows4 {
+  const uint8_t* group;
+  const uint8_t* field(int64_t b, size_t at) const { return group + static_cast<size_t>(b) * 4 * sizeof(Block) + 4 * at; }
+  V512i field16(int64_t b, size_t at) const { return load512(field(b, at)); }
+  V512i field4(int64_t b, size_t at) const {
+    return simde_mm512_permutexvar_epi32(load512(kSpread4), simde_mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(field(b, at)))));
+  }
+  V512 f16(int64_t b, size_t at) const { return spread4(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(field(b, at))))); }
+  __m128i byte(int64_t b, size_t at) const {
+    uint32_t four;
+    std::memcpy(&four, field(b, at), 4);
+    return _mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(four)));
+  }
+  // One stream: the lines kPrefetchBytes ahead of those that start in this block index.
+  void prefetch(int64_t b, size_t, int) const {
+    const uintptr_t from = reinterpret_cast<uintptr_t>(field(b, 0)) + kPrefetchBytes, to = from + 4 * sizeof(Block);
+    for (uintptr_t line = (from + 63) & ~uintptr_t{63}; line < to; line += 64) _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
+  }
+};
+
 // A format gives block b of each of four rows as 32 unsigned codes, elements 0-15 of row
 // i in lane i of `first` and 16-31 in `second`'s, and its F16 factors as floats in lanes
 // 4i..4i+3 (row_f16s): x = d * (code - kBias) + m (m = 0 without kMin). Unsigned codes go
@@ -187,14 +229,15 @@ struct NibbleFormat {
   using Block = B;
   static constexpr int kBias = kBiasCodes;
   static constexpr bool kMin = kWithMin;
-  static RowHalves codes(const Block* const (&x)[4], int64_t b) {
+  template <typename Rows>
+  static RowHalves codes(const Rows& x, int64_t b) {
     const V512i m4 = simde_mm512_set1_epi8(0x0F);
-    const V512i packed = lanes4(x, b, offsetof(Block, qs));
+    const V512i packed = x.field16(b, offsetof(Block, qs));
     RowHalves q{simde_mm512_and_si512(packed, m4), simde_mm512_and_si512(simde_mm512_srli_epi16(packed, 4), m4)};
     if constexpr (requires { B::qh; }) {
       // Row i's qh in bytes 0-3 of lane i; byte j of each lane tests bit j (low: of qh
       // bytes 0-1, elements 0-15) or bit 16 + j (high: bytes 2-3, elements 16-31).
-      const V512i qh = lanes4(x, b, offsetof(Block, qh));
+      const V512i qh = x.field4(b, offsetof(Block, qh));
       const V512i low_bytes = broadcast128(kFifthBitBytes[0]), high_bytes = broadcast128(kFifthBitBytes[1]);
       const V512i bit = broadcast128(kFifthBitMasks);
       const simde__mmask64 low = simde_mm512_test_epi8_mask(simde_mm512_shuffle_epi8(qh, low_bytes), bit);
@@ -207,8 +250,13 @@ struct NibbleFormat {
     }
     return q;
   }
-  static V512 scales(const Block* const (&x)[4], int64_t b) { return row_f16s(x, b, 0, 0); }
-  static V512 mins(const Block* const (&x)[4], int64_t b) { return row_f16s(x, b, 0, 1); }
+  template <typename Rows>
+  static V512 scales(const Rows& x, int64_t b) { return x.f16(b, offsetof(Block, d)); }
+  template <typename Rows>
+  static V512 mins(const Rows& x, int64_t b) {
+    if constexpr (kWithMin) return x.f16(b, offsetof(Block, m));
+    else return simde_mm512_setzero_ps();
+  }
 };
 using Rows4Q4_0 = NibbleFormat<BlockQ4_0, 8, false>;
 using Rows4Q4_1 = NibbleFormat<BlockQ4_1, 0, true>;
@@ -218,8 +266,9 @@ using Rows4IQ4_NL = NibbleFormat<BlockIQ4_NL, 128, false, &kIQ4NLBiased>;
 struct Rows4MXFP4 : NibbleFormat<BlockMXFP4, 128, false, &kMXFP4Biased> {
   // e8m0_to_f32_half of the four rows' exponents, in vector code: (e - 1) << 23, or
   // 0x00200000 << e for e < 2.
-  static V512 scales(const Block* const (&x)[4], int64_t b) {
-    const __m128i e = _mm_setr_epi32(x[0][b].e, x[1][b].e, x[2][b].e, x[3][b].e);
+  template <typename Rows>
+  static V512 scales(const Rows& x, int64_t b) {
+    const __m128i e = x.byte(b, offsetof(Block, e));
     const __m128i normal = _mm_slli_epi32(_mm_sub_epi32(e, _mm_set1_epi32(1)), 23);
     const __m128i tiny = _mm_sllv_epi32(_mm_set1_epi32(0x00200000), e);
     return spread4(_mm_castsi128_ps(_mm_blendv_epi8(normal, tiny, _mm_cmplt_epi32(e, _mm_set1_epi32(2)))));
@@ -229,12 +278,14 @@ struct Rows4Q8_0 {
   using Block = BlockQ8_0;
   static constexpr int kBias = 128;
   static constexpr bool kMin = false;
-  static RowHalves codes(const Block* const (&x)[4], int64_t b) {
-    const RowHalves q = rows4(x, b, offsetof(Block, qs));
+  template <typename Rows>
+  static RowHalves codes(const Rows& x, int64_t b) {
+    const RowHalves q = x.field32(b, offsetof(Block, qs));
     const V512i flip = simde_mm512_set1_epi8(static_cast<char>(0x80));
     return {simde_mm512_xor_si512(q.first, flip), simde_mm512_xor_si512(q.second, flip)};
   }
-  static V512 scales(const Block* const (&x)[4], int64_t b) { return row_f16s(x, b, 0, 0); }
+  template <typename Rows>
+  static V512 scales(const Rows& x, int64_t b) { return x.f16(b, offsetof(Block, d)); }
 };
 
 // Rows in groups of four against up to eight columns, a block at a time. Per row, column
@@ -249,8 +300,10 @@ struct Rows4Q8_0 {
 // (decode) included. With one column a call streams two groups side by side (8 rows), which
 // share each block's activation loads: from DRAM, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4
 // ran at 43-60% of the read probe one group at a time, at 52-66% two at a time
-// (docs/PERFORMANCE.md, stop 43).
-template <typename F>
+// (docs/PERFORMANCE.md, stop 43). With kPacked the rows' groups are in the four-row layout
+// (quant/rows4_layout.h), the rows after the last group in the file's; a call reads one
+// group at a time, one stream: 68-86% of the probe (two groups, two streams, were slower).
+template <typename F, bool kPacked = false>
 struct Dot32Rows4 {
   using Block = typename F::Block;
   static constexpr int64_t kTileRows = 32;
@@ -266,12 +319,12 @@ struct Dot32Rows4 {
 
   // acc[g][c] += group g's rows x column c over blocks [b0, b1), starts[b - b0][c]
   // prepared. The G groups of a call share each block's activation loads.
-  template <int C, int G>
-  static void span(const Block* const (&x)[G][4], size_t row_bytes, const BlockQ8x32* const (&a)[C], int64_t b0, int64_t b1,
+  template <int C, int G, typename Rows>
+  static void span(const Rows (&x)[G], size_t row_bytes, const BlockQ8x32* const (&a)[C], int64_t b0, int64_t b1,
                    const __m128i (*starts)[C], V512 (*acc)[C]) {
     for (int64_t b = b0; b < b1; ++b) {
       for (int g = 0; g < G; ++g) {
-        prefetch_rows4(x[g], b, row_bytes, 4 * G);
+        x[g].prefetch(b, row_bytes, 4 * G);
         const RowHalves q = F::codes(x[g], b);
         const V512 d = F::scales(x[g], b);
         V512 m = simde_mm512_setzero_ps();
@@ -314,15 +367,23 @@ struct Dot32Rows4 {
         int64_t g = 0;
         auto calls = [&]<int G>(std::integral_constant<int, G>) {
           for (; g + G <= groups; g += G) {
-            const Block* x[G][4];
+            FileRows4<Block> x[G];
             for (int i = 0; i < 4 * G; ++i) {
-              x[i / 4][i % 4] = reinterpret_cast<const Block*>(w + static_cast<size_t>(r0 + std::min(4 * g + i, rows - 1)) * row_bytes);
+              x[i / 4].x[i % 4] = reinterpret_cast<const Block*>(w + static_cast<size_t>(r0 + std::min(4 * g + i, rows - 1)) * row_bytes);
             }
             span<C, G>(x, row_bytes, a, b0, b1, starts, sums + g);
           }
         };
-        if constexpr (C == 1) calls(std::integral_constant<int, kOneColumnGroups>{});
-        calls(std::integral_constant<int, 1>{});
+        if constexpr (kPacked) {
+          // One group at a time, so that a call reads one stream.
+          for (; g < rows / 4; ++g) {
+            const PackedRows4<Block> x[1] = {{w + static_cast<size_t>(r0 + 4 * g) * row_bytes}};
+            span<C, 1>(x, row_bytes, a, b0, b1, starts, sums + g);
+          }
+        } else if constexpr (C == 1) {
+          calls(std::integral_constant<int, kOneColumnGroups>{});
+        }
+        calls(std::integral_constant<int, 1>{});  // the rest, and with kPacked the rows after the groups
       }
       for (int64_t g = 0; g < groups; ++g) {
         for (int c = 0; c < C; ++c) sums[g][c] = add_row_lanes(sums[g][c]);
@@ -720,6 +781,13 @@ KernelSet make_avx512(const char* name) {
   set(Type::Q8_0, entry<Dot32Rows4<Rows4Q8_0>>);
   set(Type::IQ4_NL, entry<Dot32Rows4<Rows4IQ4_NL>>);
   set(Type::MXFP4, entry<Dot32Rows4<Rows4MXFP4>>);
+  auto set_rows4 = [&](Type t, DotKernel k) { s.dot_rows4[static_cast<uint32_t>(t)] = k; };
+  set_rows4(Type::Q4_0, entry<Dot32Rows4<Rows4Q4_0, true>>);
+  set_rows4(Type::Q4_1, entry<Dot32Rows4<Rows4Q4_1, true>>);
+  set_rows4(Type::Q5_0, entry<Dot32Rows4<Rows4Q5_0, true>>);
+  set_rows4(Type::Q5_1, entry<Dot32Rows4<Rows4Q5_1, true>>);
+  set_rows4(Type::IQ4_NL, entry<Dot32Rows4<Rows4IQ4_NL, true>>);
+  set_rows4(Type::MXFP4, entry<Dot32Rows4<Rows4MXFP4, true>>);
   set(Type::F32, entry<DotFloat<LoadF32, Floats16>>);
   set(Type::F16, entry<DotFloat<LoadF16, Floats16>>);
   set(Type::BF16, entry<DotFloat<LoadBF16, Floats16>>);

@@ -15,7 +15,7 @@ thread_local uint64_t t_arrival = 0;  // the calling member's place in the order
 // Whether two products read the same matrix with activations of the same layout.
 bool same_matrix(const MatmulJob& a, const MatmulJob& b) {
   const Matrix &x = *a.w, &y = *b.w;
-  return x.data == y.data && x.type == y.type && x.rows == y.rows && x.cols == y.cols && x.row_bytes == y.row_bytes &&
+  return x.data == y.data && x.type == y.type && x.rows == y.rows && x.cols == y.cols && x.row_bytes == y.row_bytes && x.rows4 == y.rows4 &&
          a.act_stride == b.act_stride;
 }
 }  // namespace

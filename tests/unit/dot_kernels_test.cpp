@@ -20,6 +20,7 @@
 #include "quant/dot.h"
 #include "quant/float_bits.h"
 #include "quant/reference.h"
+#include "quant/rows4_layout.h"
 
 namespace epq::quant {
 namespace {
@@ -287,6 +288,29 @@ TEST(FloatKernels, SumInTheDocumentedOrder) {
   }
 }
 
+// n_rows rows of type t side by side, and kMaxCols activation columns for them (column 1
+// a thousand times larger than the others).
+struct Operands {
+  size_t row_size, act_bytes;
+  std::vector<uint8_t> rows, acts;
+};
+Operands random_operands(Type t, Fill fill, int64_t n, int n_rows, std::mt19937& rng) {
+  const ActFormat f = activation_format(t);
+  Operands o{static_cast<size_t>(row_bytes(t, n)), activation_bytes(f, n), {}, {}};
+  o.acts.resize(o.act_bytes * kMaxCols);
+  for (int r = 0; r < n_rows; ++r) {
+    const std::vector<uint8_t> row = make_row(t, n, fill, rng);
+    o.rows.insert(o.rows.end(), row.begin(), row.end());
+  }
+  std::normal_distribution<float> normal(0, 1);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int c = 0; c < kMaxCols; ++c) {
+    for (float& v : x) v = normal(rng) * (c == 1 ? 1000.0f : 1.0f);
+    quantize_activation(f, x.data(), o.acts.data() + c * o.act_bytes, n);
+  }
+  return o;
+}
+
 // The AVX-512 kernels for Q4_K, Q5_K and Q6_K (four rows per register) promise the AVX2
 // kernels' bits exactly (quant/dot_avx512.cpp): the same integers and the same float
 // operations after them. Every row and column count, 4-row groups and the rows after them.
@@ -294,23 +318,11 @@ TEST(SameBitsAsAvx2, Q4KQ5KAndQ6K) {
   std::vector<const KernelSet*> sets = {&avx512_kernels_emulated()};
   if (avx512_kernels() != nullptr) sets.push_back(avx512_kernels());
   std::mt19937 rng(9);
-  std::normal_distribution<float> normal(0, 1);
   for (Type t : {Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
-    const ActFormat f = activation_format(t);
     for (Fill fill : {Fill::kQuantized, Fill::kRandomBytes, Fill::kMaxCodes}) {
       const int64_t n = 256 * 5;
       const int n_rows = 13;
-      const size_t row_size = static_cast<size_t>(row_bytes(t, n)), act_bytes = activation_bytes(f, n);
-      std::vector<uint8_t> rows, acts(act_bytes * kMaxCols);
-      for (int r = 0; r < n_rows; ++r) {
-        const std::vector<uint8_t> row = make_row(t, n, fill, rng);
-        rows.insert(rows.end(), row.begin(), row.end());
-      }
-      std::vector<float> x(static_cast<size_t>(n));
-      for (int c = 0; c < kMaxCols; ++c) {
-        for (float& v : x) v = normal(rng) * (c == 1 ? 1000.0f : 1.0f);
-        quantize_activation(f, x.data(), acts.data() + c * act_bytes, n);
-      }
+      const auto [row_size, act_bytes, rows, acts] = random_operands(t, fill, n, n_rows, rng);
       for (int rows_in_call = 1; rows_in_call <= n_rows; ++rows_in_call) {
         for (int cols = 1; cols <= kMaxCols; ++cols) {
           std::vector<float> expect(static_cast<size_t>(rows_in_call * cols)), got(expect.size());
@@ -324,6 +336,81 @@ TEST(SameBitsAsAvx2, Q4KQ5KAndQ6K) {
       }
     }
   }
+}
+
+// The four-row layout (quant/rows4_layout.h): field f of row i of block b of a group at
+// b * 4 * block_bytes + 4 * (f's offset) + i * (f's size); the rows after the groups as they were.
+TEST(Rows4Layout, FieldsOfFourRowsSideBySide) {
+  struct Field {
+    size_t offset, size;
+  };
+  const std::pair<Type, std::vector<Field>> layouts[] = {
+      {Type::Q4_0, {{0, 2}, {2, 16}}},         {Type::IQ4_NL, {{0, 2}, {2, 16}}},       {Type::Q4_1, {{0, 2}, {2, 2}, {4, 16}}},
+      {Type::Q5_0, {{0, 2}, {2, 4}, {6, 16}}}, {Type::Q5_1, {{0, 2}, {2, 2}, {4, 4}, {8, 16}}}, {Type::MXFP4, {{0, 1}, {1, 16}}}};
+  std::mt19937 rng(5);
+  for (const auto& [t, fields] : layouts) {
+    ASSERT_TRUE(has_rows4_layout(t)) << name(t);
+    const int64_t n = 32 * 3, rows = 10;
+    const size_t block = static_cast<size_t>(info(t).block_bytes), row_size = static_cast<size_t>(row_bytes(t, n));
+    std::vector<uint8_t> file(row_size * rows);
+    for (uint8_t& b : file) b = static_cast<uint8_t>(rng());
+    std::vector<uint8_t> packed = file;
+    to_rows4_layout(t, packed.data(), rows, n);
+    for (size_t g = 0; g < 2; ++g) {
+      for (size_t b = 0; b < 3; ++b) {
+        for (const Field& f : fields) {
+          for (size_t i = 0; i < 4; ++i) {
+            const uint8_t* want = file.data() + (4 * g + i) * row_size + b * block + f.offset;
+            const uint8_t* got = packed.data() + 4 * g * row_size + b * 4 * block + 4 * f.offset + i * f.size;
+            ASSERT_EQ(std::memcmp(got, want, f.size), 0) << name(t) << " group " << g << " block " << b << " row " << i << " field at " << f.offset;
+          }
+        }
+      }
+    }
+    EXPECT_EQ(std::memcmp(packed.data() + 8 * row_size, file.data() + 8 * row_size, 2 * row_size), 0) << name(t) << ": rows after the groups";
+  }
+  EXPECT_FALSE(has_rows4_layout(Type::Q8_0));  // its file layout streams faster
+  EXPECT_FALSE(has_rows4_layout(Type::Q4_K));
+}
+
+// A kernel for the four-row layout gives, row for row, the bits of its set's kernel for the
+// file layout (itself checked against the scalar reference above): every row count, so
+// full groups and the rows after them, calls that start at a later group, 1-8 columns,
+// and rows longer than the prepared window.
+TEST(Rows4Layout, SameBitsAsTheFileLayout) {
+  std::vector<const KernelSet*> sets = {&avx512_kernels_emulated()};
+  if (avx512_kernels() != nullptr) sets.push_back(avx512_kernels());
+  std::mt19937 rng(13);
+  int checked = 0;
+  for (Type t : kTypes) {
+    if (!has_rows4_layout(t)) continue;
+    for (Fill fill : {Fill::kQuantized, Fill::kRandomBytes, Fill::kMaxCodes}) {
+      for (const int64_t n : {int64_t{32 * 13}, int64_t{32 * 420}}) {
+        const int n_rows = 15;
+        const auto [row_size, act_bytes, rows, acts] = random_operands(t, fill, n, n_rows, rng);
+        for (const KernelSet* set : sets) {
+          ASSERT_NE(dot_kernel_rows4(*set, t), nullptr) << set->name << " " << name(t);
+          for (int first_group = 0; first_group <= 1; ++first_group) {
+            for (int in_call = 1; in_call <= n_rows - 4 * first_group; ++in_call) {
+              // The rows of the call as a matrix of its own: its groups rearranged, the rest as they were.
+              const uint8_t* file = rows.data() + static_cast<size_t>(4 * first_group) * row_size;
+              std::vector<uint8_t> packed(file, file + static_cast<size_t>(in_call) * row_size);
+              to_rows4_layout(t, packed.data(), in_call, n);
+              for (int cols = 1; cols <= kMaxCols; ++cols) {
+                std::vector<float> expect(static_cast<size_t>(in_call * cols)), got(expect.size());
+                dot_kernel(*set, t)(n, file, row_size, in_call, acts.data(), act_bytes, cols, expect.data(), in_call);
+                dot_kernel_rows4(*set, t)(n, packed.data(), row_size, in_call, acts.data(), act_bytes, cols, got.data(), in_call);
+                ASSERT_EQ(std::memcmp(got.data(), expect.data(), got.size() * sizeof(float)), 0)
+                    << set->name << " " << name(t) << " fill " << static_cast<int>(fill) << " n " << n << " rows " << in_call << " cols " << cols;
+                ++checked;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Simd, DotKernels, ::testing::ValuesIn(all_cases()), [](const auto& p) {

@@ -1,0 +1,30 @@
+#pragma once
+// The four-row layout of the 32-element formats with 16 bytes of codes per block (Q4_0,
+// Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4), for resident weights on CPUs whose kernel set reads it
+// (KernelSet::dot_rows4). Not Q8_0: with rows of 4096 its file layout streamed 0.85-1.04 of
+// the read probe, this one 0.67-0.79 (docs/PERFORMANCE.md, "The four-row layout").
+//
+// In a file, a matrix's rows follow one another, so a kernel that takes four or eight rows
+// at a time reads as many streams of memory. In this layout rows go in groups of four, and
+// each block index b of a group holds the four rows' block b field by field: for each field
+// of the block in its order (d, m, qh, qs; MXFP4: e, qs), the four rows' copies side by
+// side. So field f (at byte `off` of a block, `size` bytes) of row i of the group is at
+//   group + b * 4 * block_bytes + 4 * off + i * size,
+// and a group is one stream, whose four scales and four code fields are each one load.
+// The rows after the last multiple of four stay as they are, after the groups. The bytes
+// are the file's, rearranged: the same count, so the change is made in place.
+#include <cstddef>
+#include <cstdint>
+
+#include "quant/types.h"
+
+namespace epq::quant {
+
+// Whether type t has the layout.
+bool has_rows4_layout(Type t);
+
+// Rearranges `rows` rows of `cols` elements of type t (has_rows4_layout), file layout at
+// `data`, into the four-row layout, in place.
+void to_rows4_layout(Type t, uint8_t* data, int64_t rows, int64_t cols);
+
+}  // namespace epq::quant
