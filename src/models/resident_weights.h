@@ -16,7 +16,10 @@ class ResidentWeights {
   // Data of a tensor, or an Error naming the file and tensor if it is absent.
   const uint8_t* get(const gguf::File& file, const std::string& name) const;
   bool has(const std::string& name) const { return data_.count(name) != 0; }
-  bool rows4(const std::string& name) const { return has(name) && data_.at(name).rows4; }
+  bool rows4(const std::string& name) const {
+    auto it = data_.find(name);
+    return it != data_.end() && it->second.rows4;
+  }
 
   // Every tensor except routed experts, pointing into the file's mapping.
   static ResidentWeights from_mapping(const gguf::File& file);

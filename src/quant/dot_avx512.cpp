@@ -252,11 +252,8 @@ struct NibbleFormat {
   }
   template <typename Rows>
   static V512 scales(const Rows& x, int64_t b) { return x.f16(b, offsetof(Block, d)); }
-  template <typename Rows>
-  static V512 mins(const Rows& x, int64_t b) {
-    if constexpr (kWithMin) return x.f16(b, offsetof(Block, m));
-    else return simde_mm512_setzero_ps();
-  }
+  template <typename Rows>  // with kMin only
+  static V512 mins(const Rows& x, int64_t b) { return x.f16(b, offsetof(Block, m)); }
 };
 using Rows4Q4_0 = NibbleFormat<BlockQ4_0, 8, false>;
 using Rows4Q4_1 = NibbleFormat<BlockQ4_1, 0, true>;

@@ -33,7 +33,7 @@ void to_rows4_layout(Type t, uint8_t* data, int64_t rows, int64_t cols) {
   const Fields f = fields(t);
   if (f.count == 0) fail("the four-row layout does not apply to {}", name(t));
   const size_t block = static_cast<size_t>(info(t).block_bytes), n_blocks = static_cast<size_t>(cols / info(t).block_elems);
-  const size_t row_size = block * n_blocks;
+  const size_t row_size = static_cast<size_t>(row_bytes(t, cols));
   std::vector<uint8_t> group(4 * row_size);
   for (int64_t r = 0; r + 4 <= rows; r += 4) {
     uint8_t* out = data + static_cast<size_t>(r) * row_size;
