@@ -1,6 +1,6 @@
 # Front door for building, testing and the demo. Everything builds with CMake + Ninja.
 #   make            build epq (Release) into build/
-#   make test       build, run every test, then rebuild the unit tests with ASan/UBSan and run them
+#   make test       build, run every test, then build the unit tests with ASan/UBSan and run them
 #   make demo       run the trained demo model (demo/) paged under a kernel-enforced budget
 #   make bench      kernel benchmarks (docs/PERFORMANCE.md); scripts/bench_results.sh for the rest
 #   make fuzz       fuzz every parser for 5 minutes each (clang + libFuzzer; scripts/fuzz.sh)
@@ -18,7 +18,7 @@ build:
 
 build-asan:
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEPQ_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
-	ninja -C build-asan -j $(JOBS) epq epq_unit_tests
+	ninja -C build-asan -j $(JOBS) epq_unit_tests
 
 test-release: build
 	cd build && ctest --output-on-failure -j 2

@@ -2,8 +2,8 @@
 
 namespace epq::models {
 
-Matrix expert_matrix(const ExpertPart& part, const uint8_t* data) {
-  return {part.type, data, part.rows, part.cols, static_cast<size_t>(quant::row_bytes(part.type, part.cols))};
+Matrix expert_matrix(const ExpertPart& part, const uint8_t* data, bool rows4) {
+  return {part.type, data, part.rows, part.cols, static_cast<size_t>(quant::row_bytes(part.type, part.cols)), rows4};
 }
 
 ResidentExperts::ResidentExperts(const gguf::File& file, std::vector<ExpertLayout> layouts) : layouts_(std::move(layouts)) {

@@ -9,7 +9,8 @@
 
 namespace epq::models {
 
-Matrix expert_matrix(const ExpertPart& part, const uint8_t* data);
+// Expert matrix `part` at `data`, in the file's layout or (rows4) the four-row layout.
+Matrix expert_matrix(const ExpertPart& part, const uint8_t* data, bool rows4 = false);
 
 class ResidentExperts : public ExpertSource {
  public:

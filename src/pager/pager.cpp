@@ -5,6 +5,7 @@
 
 #include "models/resident_experts.h"
 #include "pager/uring_engine.h"
+#include "quant/rows4_layout.h"
 #include "util/error.h"
 
 namespace epq::pager {
@@ -78,6 +79,8 @@ void Pager::load(int s, int layer, int expert, bool ahead) {
   const SizeClass& cls = classes_.classes[static_cast<size_t>(slot.cls)];
   slot.ready = false;
   slot.failed = false;
+  slot.deliveries = 0;
+  slot.rows4 = false;
   slot.reads_left = 0;
   slot.ahead = slot.ahead_pin = ahead;
   uint64_t base = 0;
@@ -252,11 +255,24 @@ void Pager::begin(int layer, std::span<const int> experts) {
   read_ahead();
 }
 
+void Pager::arrange(int s) {
+  Slot& slot = slots_[static_cast<size_t>(s)];
+  const models::ExpertLayout& layout = layouts_[static_cast<size_t>(cache_.slot(s).layer)];
+  for (int p = 0; p < 3; ++p) {
+    const models::ExpertPart& part = layout.part(p);
+    if (quant::use_rows4_layout(part.type)) quant::to_rows4_layout(part.type, slot.data + slot.part_offset[p], part.rows, part.cols);
+  }
+  slot.rows4 = true;
+}
+
 models::ReadyExpert Pager::view(int request_index, int s) const {
   const Slot& slot = slots_[static_cast<size_t>(s)];
   const models::ExpertLayout& layout = layouts_[static_cast<size_t>(cache_.slot(s).layer)];
-  return {request_index, models::expert_matrix(layout.gate, slot.data + slot.part_offset[0]),
-          models::expert_matrix(layout.up, slot.data + slot.part_offset[1]), models::expert_matrix(layout.down, slot.data + slot.part_offset[2])};
+  auto matrix = [&](int p) {
+    const models::ExpertPart& part = layout.part(p);
+    return models::expert_matrix(part, slot.data + slot.part_offset[p], slot.rows4 && quant::use_rows4_layout(part.type));
+  };
+  return {request_index, matrix(0), matrix(1), matrix(2)};
 }
 
 bool Pager::next(std::vector<models::ReadyExpert>& ready) {
@@ -284,6 +300,8 @@ bool Pager::next(std::vector<models::ReadyExpert>& ready) {
       delivered_[i] = 1;
       ++n_delivered_;
       held_.push_back(s);
+      Slot& slot = slots_[static_cast<size_t>(s)];
+      if (slot.deliveries < kUsesBeforeRearranging && ++slot.deliveries == kUsesBeforeRearranging) arrange(s);
       ready.push_back(view(static_cast<int>(i), s));
     }
     if (!ready.empty() || n_delivered_ == request_.size()) return !ready.empty();

@@ -11,6 +11,13 @@
 // Which expert each slot holds, pins and victims are decided by a SlotCache (the same
 // object `epq replay` drives without I/O); the pager moves the bytes.
 //
+// An expert's matrices of the 32-element formats are rearranged in its slot into the
+// four-row layout where the kernels read it (quant/rows4_layout.h), when it is handed out
+// the kUsesBeforeRearranging-th time since it was read. The rearranging costs what six to
+// eight uses gain (0.26-0.33 ms for a 2.65 MB IQ4_NL expert not in the cache, against
+// 15-17 us per MB and use, on Zen 5), so only experts that stay in the arena and keep
+// being used are worth it; in an arena that thrashes, few ever are.
+//
 // Prefetch (PagerOptions::prefetch; the engine turns on `gate` by default): at each request a predictor names the
 // experts the next routed layer will likely ask for: the stale gate (`gate`: the next
 // layer's router applied to the current layer's input, told through predicted()) or the
@@ -60,6 +67,9 @@ struct PagerOptions {
   Prefetch prefetch = Prefetch::kOff;
 };
 
+// Uses after which an expert is rearranged into the four-row layout (see the header).
+inline constexpr int kUsesBeforeRearranging = 8;
+
 // Prefetch reads in flight at most (about 2 ms of a 2 GB/s disk), beyond one expert.
 inline constexpr uint64_t kReadAheadBytes = 4 << 20;
 
@@ -94,6 +104,8 @@ class Pager : public models::ExpertSource {
     bool ahead = false;      // read ahead of a request, and not yet requested
     bool ahead_pin = false;  // pinned by the prefetch until its reads land
     bool failed = false;     // a read of its expert failed: never ready, forgotten by settle()
+    int deliveries = 0;      // times handed out since it was read, up to kUsesBeforeRearranging
+    bool rows4 = false;      // rearranged into the four-row layout (arrange())
     uint64_t part_offset[3] = {};  // where each matrix starts within the slot
   };
   struct Piece {
@@ -129,6 +141,9 @@ class Pager : public models::ExpertSource {
   void settle();
   // After a failed read: settle(), then throws the read's error.
   [[noreturn]] void fail_request();
+  // Rearranges the slot's matrices of the 32-element formats into the four-row layout
+  // where the kernels read it (see the header); view() marks them so.
+  void arrange(int slot);
   models::ReadyExpert view(int request_index, int slot) const;
 
   ShardFiles files_;

@@ -3,7 +3,6 @@
 #include <cstdio>
 
 #include "models/tensor_role.h"
-#include "quant/dot.h"
 #include "quant/rows4_layout.h"
 
 namespace epq::runtime {
@@ -17,10 +16,7 @@ bool resident(const gguf::TensorInfo& t, int n_layer) {
 
 // A layer's matrix (never the token embeddings, whose rows are looked up one by one) that
 // the active kernels can read in the four-row layout.
-bool rows4_layout(const gguf::TensorInfo& t) {
-  return t.name.starts_with("blk.") && t.dims.size() == 2 && quant::has_rows4_layout(t.type) &&
-         quant::dot_kernel_rows4(quant::active_kernels(), t.type) != nullptr;
-}
+bool rows4_layout(const gguf::TensorInfo& t) { return t.name.starts_with("blk.") && t.dims.size() == 2 && quant::use_rows4_layout(t.type); }
 
 uint64_t region_bytes(const gguf::TensorInfo& t) { return pager::align_up(t.offset + t.bytes) - pager::align_down(t.offset); }
 

@@ -111,19 +111,23 @@ class BitIdentical(unittest.TestCase):
         self.assertIn("1    ", run("plan", "-m", model, "--ram-budget", "64G").stdout)  # a second class
         self.check_model(model, "mixed")
 
-    def test_resident_matrices_in_the_four_row_layout(self):
+    def test_matrices_in_the_four_row_layout(self):
         # With a budget the layers' resident matrices are read into the process's memory,
-        # and those of the 32-element formats rearranged into the four-row layout where the
-        # kernel set reads it (quant/rows4_layout.h); all in RAM they stay the file's. The
-        # same bits either way.
-        for attn, attn_v in (("Q4_0", "Q5_1"), ("IQ4_NL", "MXFP4"), ("Q4_1", "Q5_0")):
-            with self.subTest(attn=attn, attn_v=attn_v):
-                model = pager_model(f"rows4-{attn}.gguf", "--type-attn", attn, "--type-attn-v", attn_v)
-                _, all_fit = plan_bytes(model, "--ctx", "4096")
+        # and the routed experts into the pager's slots; those of the 32-element formats are
+        # rearranged into the four-row layout where the kernel set reads it
+        # (quant/rows4_layout.h). All in RAM they stay the file's. The same bits either way,
+        # with every expert in the arena and with experts evicted and read again.
+        for first, second in (("Q4_0", "Q5_1"), ("IQ4_NL", "MXFP4"), ("Q4_1", "Q5_0")):
+            with self.subTest(first=first, second=second):
+                model = pager_model(f"rows4-{first}.gguf", "--type-attn", first, "--type-attn-v", second,
+                                    "--type-expert", second, "--type-expert-down", first)
+                minimum, all_fit = plan_bytes(model, "--ctx", "4096")
                 for batch in ("64", "1"):
-                    reference = logits(model, path(f"rows4-{attn}-resident.logits"), "--batch", batch)
-                    out = logits(model, path(f"rows4-{attn}-paged.logits"), "--batch", batch, "--ram-budget", str(all_fit))
-                    self.assertTrue(filecmp.cmp(reference, out, shallow=False), f"batch {batch}: logits differ from the resident run")
+                    reference = logits(model, path(f"rows4-{first}-resident.logits"), "--batch", batch)
+                    for budget in (all_fit, minimum):
+                        out = logits(model, path(f"rows4-{first}-paged.logits"), "--batch", batch, "--ram-budget", str(budget))
+                        self.assertTrue(filecmp.cmp(reference, out, shallow=False),
+                                        f"batch {batch}, budget {budget}: logits differ from the resident run")
 
     def test_batch1_matches_its_own_resident_run(self):
         model = pager_model()

@@ -1,6 +1,7 @@
-// The pager on a synthesized file: delivered experts hold exactly the file's bytes, hits
-// and misses are counted, waves work when a layer needs more experts than there are
-// slots, and each eviction policy ranks victims as documented.
+// The pager on a synthesized file: delivered experts hold exactly the file's bytes (in the
+// four-row layout where the kernels read it), hits and misses are counted, waves work when
+// a layer needs more experts than there are slots, and each eviction policy ranks victims
+// as documented.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -12,12 +13,39 @@
 #include "pager/eviction_policy.h"
 #include "pager/pager.h"
 #include "pager/size_classes.h"
+#include "quant/rows4_layout.h"
 #include "synth/qwen3moe.h"
 #include "temp_path.h"
 #include "util/error.h"
 
 namespace epq::pager {
 namespace {
+
+// The bytes of an expert's matrix, read from the file with ordinary I/O.
+std::vector<uint8_t> file_bytes(const std::string& path, const models::ExpertPart& part, int expert) {
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(part.expert_offset(expert)));
+  std::vector<uint8_t> out(part.bytes);
+  in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size()));
+  return out;
+}
+
+// A delivered expert holds the file's bytes: as they are, or in the four-row layout
+// (quant/rows4_layout.h) where its matrices say so, which only those of the types the
+// active kernels read in it may.
+void expect_file_bytes(const std::string& path, const models::ReadyExpert& r, const models::ExpertLayout& l, int expert) {
+  const Matrix* m[3] = {&r.gate, &r.up, &r.down};
+  for (int p = 0; p < 3; ++p) {
+    const models::ExpertPart& part = l.part(p);
+    std::vector<uint8_t> expected = file_bytes(path, part, expert);
+    if (m[p]->rows4) {
+      ASSERT_TRUE(quant::use_rows4_layout(part.type)) << "part " << p;
+      quant::to_rows4_layout(part.type, expected.data(), part.rows, part.cols);
+    }
+    ASSERT_EQ(std::vector<uint8_t>(m[p]->data, m[p]->data + expected.size()), expected) << "part " << p << " expert " << expert;
+    EXPECT_EQ(m[p]->rows, part.rows);
+  }
+}
 
 class PagerTest : public ::testing::Test {
  protected:
@@ -35,22 +63,8 @@ class PagerTest : public ::testing::Test {
     return models::read_model_info(f, {}).experts;
   }
 
-  // The bytes of an expert's matrix, read from the file with ordinary I/O.
-  static std::vector<uint8_t> file_bytes(const models::ExpertPart& part, int expert) {
-    std::ifstream in(path_, std::ios::binary);
-    in.seekg(static_cast<std::streamoff>(part.expert_offset(expert)));
-    std::vector<uint8_t> out(part.bytes);
-    in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size()));
-    return out;
-  }
-
   static void expect_matches_file(const models::ReadyExpert& r, const models::ExpertLayout& l, int expert) {
-    const Matrix* m[3] = {&r.gate, &r.up, &r.down};
-    for (int p = 0; p < 3; ++p) {
-      std::vector<uint8_t> expected = file_bytes(l.part(p), expert);
-      ASSERT_EQ(std::vector<uint8_t>(m[p]->data, m[p]->data + expected.size()), expected) << "part " << p << " expert " << expert;
-      EXPECT_EQ(m[p]->rows, l.part(p).rows);
-    }
+    expect_file_bytes(path_, r, l, expert);
   }
 
   static std::string path_;
@@ -120,6 +134,43 @@ TEST_F(PagerTest, WavesWhenALayerNeedsMoreExpertsThanSlots) {
   }
   EXPECT_EQ(batches, 4);
   EXPECT_EQ(pager.stats().evictions(), 3u);
+}
+
+TEST(PagerRows4, ExpertsUsedAgainAreRearrangedIntoTheFourRowLayout) {
+  // Where the kernels read the layout (AVX-512), an expert is rearranged in its slot when
+  // it is handed out the kUsesBeforeRearranging-th time since it was read; an expert
+  // evicted and read again is the file's again until then. Elsewhere experts stay the file's.
+  const std::string path = epq::testing::temp_path("pager-rows4-test.gguf");
+  synth::Options o = *synth::preset("tiny");
+  o.type_expert = quant::Type::Q4_0;
+  o.type_expert_down = quant::Type::IQ4_NL;
+  synth::write_qwen3moe(o, path, [](const synth::Progress&) {});
+  const auto l = models::read_model_info(gguf::File::open(path), {}).experts;
+  const bool kernels_read_it = quant::use_rows4_layout(quant::Type::Q4_0);
+  Pager pager({path}, l, PagerOptions{{2}, "lru", {}});
+  struct Request {
+    std::vector<int> experts;
+    bool rows4;
+  };
+  std::vector<Request> requests;
+  auto uses = [&](std::vector<int> experts, int times) {
+    for (int k = 1; k <= times; ++k) requests.push_back({experts, k >= kUsesBeforeRearranging});
+  };
+  uses({1, 2}, kUsesBeforeRearranging + 1);
+  uses({3, 4}, 1);  // evicts 1 and 2
+  uses({1}, kUsesBeforeRearranging);
+  for (const Request& q : requests) {
+    pager.begin(0, q.experts);
+    std::vector<models::ReadyExpert> ready;
+    while (pager.next(ready)) {
+      for (const auto& r : ready) {
+        expect_file_bytes(path, r, l[0], q.experts[static_cast<size_t>(r.index)]);
+        for (const Matrix* m : {&r.gate, &r.up, &r.down}) EXPECT_EQ(m->rows4, q.rows4 && kernels_read_it);
+      }
+    }
+  }
+  EXPECT_EQ(pager.stats().evictions(), 3u);
+  std::filesystem::remove(path);
 }
 
 TEST(EvictionPolicy, RanksAsDocumented) {
