@@ -302,8 +302,9 @@ void register_all() {
       const std::string name = std::string("Matvec/") + epq::quant::name(t) + (rows4 ? "/rows4" : "");
       auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Matvec, t, rows4);
       b->ArgNames({"threads", "cols"})->Unit(benchmark::kMillisecond)->UseManualTime();
-      for (int64_t cols : {int64_t{4096}, int64_t{768}}) {
+      for (int64_t cols : {int64_t{4096}, int64_t{2048}, int64_t{768}}) {
         if (cols == 768 && epq::quant::info(t).block_elems == 1) continue;
+        if (cols == 2048 && t != Type::Q8_0) continue;  // where Q8_0's two layouts cross
         b->Args({1, cols})->Args({all, cols});
       }
     }

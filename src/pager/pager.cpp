@@ -260,7 +260,7 @@ void Pager::arrange(int s) {
   const models::ExpertLayout& layout = layouts_[static_cast<size_t>(cache_.slot(s).layer)];
   for (int p = 0; p < 3; ++p) {
     const models::ExpertPart& part = layout.part(p);
-    if (quant::use_rows4_layout(part.type)) quant::to_rows4_layout(part.type, slot.data + slot.part_offset[p], part.rows, part.cols);
+    if (quant::use_rows4_layout(part.type, part.cols)) quant::to_rows4_layout(part.type, slot.data + slot.part_offset[p], part.rows, part.cols);
   }
   slot.rows4 = true;
 }
@@ -270,7 +270,7 @@ models::ReadyExpert Pager::view(int request_index, int s) const {
   const models::ExpertLayout& layout = layouts_[static_cast<size_t>(cache_.slot(s).layer)];
   auto matrix = [&](int p) {
     const models::ExpertPart& part = layout.part(p);
-    return models::expert_matrix(part, slot.data + slot.part_offset[p], slot.rows4 && quant::use_rows4_layout(part.type));
+    return models::expert_matrix(part, slot.data + slot.part_offset[p], slot.rows4 && quant::use_rows4_layout(part.type, part.cols));
   };
   return {request_index, matrix(0), matrix(1), matrix(2)};
 }

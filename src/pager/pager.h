@@ -11,8 +11,8 @@
 // Which expert each slot holds, pins and victims are decided by a SlotCache (the same
 // object `epq replay` drives without I/O); the pager moves the bytes.
 //
-// An expert's matrices of the 32-element formats are rearranged in its slot into the
-// four-row layout where the kernels read it (quant/rows4_layout.h), when it is handed out
+// An expert's matrices that quant::use_rows4_layout names are rearranged in its slot into
+// the four-row layout (quant/rows4_layout.h), when it is handed out
 // the kUsesBeforeRearranging-th time since it was read. The rearranging costs what six to
 // eight uses gain (0.26-0.33 ms for a 2.65 MB IQ4_NL expert not in the cache, against
 // 15-17 us per MB and use, on Zen 5), so only experts that stay in the arena and keep
@@ -141,8 +141,8 @@ class Pager : public models::ExpertSource {
   void settle();
   // After a failed read: settle(), then throws the read's error.
   [[noreturn]] void fail_request();
-  // Rearranges the slot's matrices of the 32-element formats into the four-row layout
-  // where the kernels read it (see the header); view() marks them so.
+  // Rearranges the slot's matrices that quant::use_rows4_layout names into the four-row
+  // layout (see the header); view() marks them so.
   void arrange(int slot);
   models::ReadyExpert view(int request_index, int slot) const;
 

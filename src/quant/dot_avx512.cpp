@@ -173,6 +173,12 @@ struct PackedRows4 {
   V512i field4(int64_t b, size_t at) const {
     return simde_mm512_permutexvar_epi32(load512(kSpread4), simde_mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(field(b, at)))));
   }
+  // Rows 0-1's 32 bytes in the first load, rows 2-3's in the second; their 128-bit lanes
+  // picked so that row i's halves are lane i of `first` and of `second`.
+  RowHalves field32(int64_t b, size_t at) const {
+    const V512i r01 = load512(field(b, at)), r23 = load512(field(b, at) + 64);
+    return {simde_mm512_shuffle_i64x2(r01, r23, _MM_SHUFFLE(2, 0, 2, 0)), simde_mm512_shuffle_i64x2(r01, r23, _MM_SHUFFLE(3, 1, 3, 1))};
+  }
   V512 f16(int64_t b, size_t at) const { return spread4(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(field(b, at))))); }
   __m128i byte(int64_t b, size_t at) const {
     uint32_t four;
@@ -783,6 +789,7 @@ KernelSet make_avx512(const char* name) {
   set_rows4(Type::Q4_1, entry<Dot32Rows4<Rows4Q4_1, true>>);
   set_rows4(Type::Q5_0, entry<Dot32Rows4<Rows4Q5_0, true>>);
   set_rows4(Type::Q5_1, entry<Dot32Rows4<Rows4Q5_1, true>>);
+  set_rows4(Type::Q8_0, entry<Dot32Rows4<Rows4Q8_0, true>>);
   set_rows4(Type::IQ4_NL, entry<Dot32Rows4<Rows4IQ4_NL, true>>);
   set_rows4(Type::MXFP4, entry<Dot32Rows4<Rows4MXFP4, true>>);
   set(Type::F32, entry<DotFloat<LoadF32, Floats16>>);

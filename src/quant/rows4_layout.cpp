@@ -38,6 +38,7 @@ Rearrange rearrange_for(Type t) {
     case Type::Q4_1: return rearrange<2, 2, 16>;
     case Type::Q5_0: return rearrange<2, 4, 16>;
     case Type::Q5_1: return rearrange<2, 2, 4, 16>;
+    case Type::Q8_0: return rearrange<2, 32>;
     case Type::MXFP4: return rearrange<1, 16>;
     default: return nullptr;
   }
@@ -47,7 +48,10 @@ Rearrange rearrange_for(Type t) {
 
 bool has_rows4_layout(Type t) { return rearrange_for(t) != nullptr; }
 
-bool use_rows4_layout(Type t) { return has_rows4_layout(t) && dot_kernel_rows4(active_kernels(), t) != nullptr; }
+bool use_rows4_layout(Type t, int64_t cols) {
+  if (t == Type::Q8_0 && cols >= kQ8_0FileLayoutCols) return false;
+  return has_rows4_layout(t) && dot_kernel_rows4(active_kernels(), t) != nullptr;
+}
 
 void to_rows4_layout(Type t, uint8_t* data, int64_t rows, int64_t cols) {
   const Rearrange r = rearrange_for(t);

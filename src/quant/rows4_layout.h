@@ -1,8 +1,9 @@
 #pragma once
-// The four-row layout of the 32-element formats with 16 bytes of codes per block (Q4_0,
-// Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4), for resident weights on CPUs whose kernel set reads it
-// (KernelSet::dot_rows4). Not Q8_0: with rows of 4096 its file layout streamed 0.85-1.04 of
-// the read probe, this one 0.67-0.79 (docs/PERFORMANCE.md, "The four-row layout").
+// The four-row layout of the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL,
+// MXFP4), for weights in RAM on CPUs whose kernel set reads it (KernelSet::dot_rows4).
+// Q8_0 only for rows shorter than kQ8_0FileLayoutCols: with rows of 2048 or 4096 elements
+// its file layout streamed 0.85-1.04 of the read probe and this one 0.67-0.84, with rows of
+// 768 the other way round (docs/PERFORMANCE.md, "Q8_0 in the four-row layout").
 //
 // In a file, a matrix's rows follow one another, so a kernel that takes four or eight rows
 // at a time reads as many streams of memory. In this layout rows go in groups of four, and
@@ -23,9 +24,13 @@ namespace epq::quant {
 // Whether type t has the layout.
 bool has_rows4_layout(Type t);
 
-// Whether matrices of type t are to be rearranged: t has the layout and the active kernel
-// set reads it (AVX-512; on AVX2-only CPUs nothing is).
-bool use_rows4_layout(Type t);
+// Q8_0 rows at least this long stay in the file layout.
+inline constexpr int64_t kQ8_0FileLayoutCols = 2048;
+
+// Whether matrices of type t with rows of `cols` elements are to be rearranged: t has the
+// layout, the active kernel set reads it (AVX-512; on AVX2-only CPUs nothing is), and for
+// Q8_0 the rows are shorter than kQ8_0FileLayoutCols.
+bool use_rows4_layout(Type t, int64_t cols);
 
 // Rearranges `rows` rows of `cols` elements of type t (has_rows4_layout), file layout at
 // `data`, into the four-row layout, in place: 0.26-0.33 ms for a 2.65 MB IQ4_NL expert not

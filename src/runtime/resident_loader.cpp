@@ -16,7 +16,7 @@ bool resident(const gguf::TensorInfo& t, int n_layer) {
 
 // A layer's matrix (never the token embeddings, whose rows are looked up one by one) that
 // the active kernels can read in the four-row layout.
-bool rows4_layout(const gguf::TensorInfo& t) { return t.name.starts_with("blk.") && t.dims.size() == 2 && quant::use_rows4_layout(t.type); }
+bool rows4_layout(const gguf::TensorInfo& t) { return t.name.starts_with("blk.") && t.dims.size() == 2 && quant::use_rows4_layout(t.type, t.dims[0]); }
 
 uint64_t region_bytes(const gguf::TensorInfo& t) { return pager::align_up(t.offset + t.bytes) - pager::align_down(t.offset); }
 

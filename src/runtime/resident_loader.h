@@ -3,8 +3,8 @@
 // buffer with direct I/O, so they count as the process's own memory and never sit in the
 // page cache. Each tensor gets a 4 KiB-aligned region that starts at the same offset
 // within a page as the tensor does in its shard's file, so it is read straight into place.
-// The layers' matrices of the 32-element formats are then rearranged in place into the
-// four-row layout (quant/rows4_layout.h) where the kernel set reads it: the same bytes,
+// The layers' matrices that quant::use_rows4_layout names are then rearranged in place
+// into the four-row layout (quant/rows4_layout.h): the same bytes,
 // streamed by one-column products as one stream instead of four or eight.
 #include <cstdint>
 

@@ -346,7 +346,8 @@ TEST(Rows4Layout, FieldsOfFourRowsSideBySide) {
   };
   const std::pair<Type, std::vector<Field>> layouts[] = {
       {Type::Q4_0, {{0, 2}, {2, 16}}},         {Type::IQ4_NL, {{0, 2}, {2, 16}}},       {Type::Q4_1, {{0, 2}, {2, 2}, {4, 16}}},
-      {Type::Q5_0, {{0, 2}, {2, 4}, {6, 16}}}, {Type::Q5_1, {{0, 2}, {2, 2}, {4, 4}, {8, 16}}}, {Type::MXFP4, {{0, 1}, {1, 16}}}};
+      {Type::Q5_0, {{0, 2}, {2, 4}, {6, 16}}}, {Type::Q5_1, {{0, 2}, {2, 2}, {4, 4}, {8, 16}}}, {Type::MXFP4, {{0, 1}, {1, 16}}},
+      {Type::Q8_0, {{0, 2}, {2, 32}}}};
   std::mt19937 rng(5);
   for (const auto& [t, fields] : layouts) {
     ASSERT_TRUE(has_rows4_layout(t)) << name(t);
@@ -369,8 +370,23 @@ TEST(Rows4Layout, FieldsOfFourRowsSideBySide) {
     }
     EXPECT_EQ(std::memcmp(packed.data() + 8 * row_size, file.data() + 8 * row_size, 2 * row_size), 0) << name(t) << ": rows after the groups";
   }
-  EXPECT_FALSE(has_rows4_layout(Type::Q8_0));  // its file layout streams faster
   EXPECT_FALSE(has_rows4_layout(Type::Q4_K));
+}
+
+// Which matrices are rearranged: where the kernel set reads the layout, and Q8_0 only with
+// rows shorter than kQ8_0FileLayoutCols (its file layout streams faster for long rows).
+TEST(Rows4Layout, UsedWhereTheKernelsReadItAndQ8_0ForShortRowsOnly) {
+  const bool avx512 = dot_kernel_rows4(active_kernels(), Type::Q4_0) != nullptr;
+  EXPECT_EQ(use_rows4_layout(Type::Q4_0, 4096), avx512);
+  EXPECT_EQ(use_rows4_layout(Type::Q8_0, 768), avx512);
+  EXPECT_EQ(use_rows4_layout(Type::Q8_0, kQ8_0FileLayoutCols - 32), avx512);
+  EXPECT_FALSE(use_rows4_layout(Type::Q8_0, kQ8_0FileLayoutCols));
+  EXPECT_FALSE(use_rows4_layout(Type::Q8_0, 4096));
+  EXPECT_FALSE(use_rows4_layout(Type::Q4_K, 768));
+  const KernelSet* avx2 = avx2_kernels();
+  if (avx2 != nullptr) {
+    EXPECT_EQ(dot_kernel_rows4(*avx2, Type::Q4_0), nullptr);
+  }
 }
 
 // A kernel for the four-row layout gives, row for row, the bits of its set's kernel for the

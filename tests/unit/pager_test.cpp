@@ -39,7 +39,7 @@ void expect_file_bytes(const std::string& path, const models::ReadyExpert& r, co
     const models::ExpertPart& part = l.part(p);
     std::vector<uint8_t> expected = file_bytes(path, part, expert);
     if (m[p]->rows4) {
-      ASSERT_TRUE(quant::use_rows4_layout(part.type)) << "part " << p;
+      ASSERT_TRUE(quant::use_rows4_layout(part.type, part.cols)) << "part " << p;
       quant::to_rows4_layout(part.type, expected.data(), part.rows, part.cols);
     }
     ASSERT_EQ(std::vector<uint8_t>(m[p]->data, m[p]->data + expected.size()), expected) << "part " << p << " expert " << expert;
@@ -146,7 +146,7 @@ TEST(PagerRows4, ExpertsUsedAgainAreRearrangedIntoTheFourRowLayout) {
   o.type_expert_down = quant::Type::IQ4_NL;
   synth::write_qwen3moe(o, path, [](const synth::Progress&) {});
   const auto l = models::read_model_info(gguf::File::open(path), {}).experts;
-  const bool kernels_read_it = quant::use_rows4_layout(quant::Type::Q4_0);
+  const bool kernels_read_it = quant::use_rows4_layout(quant::Type::Q4_0, o.n_embd);
   Pager pager({path}, l, PagerOptions{{2}, "lru", {}});
   struct Request {
     std::vector<int> experts;
