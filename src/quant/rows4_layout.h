@@ -1,9 +1,9 @@
 #pragma once
 // The four-row layout of the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL,
 // MXFP4), for weights in RAM on CPUs whose kernel set reads it (KernelSet::dot_rows4).
-// Q8_0 only for rows shorter than kQ8_0FileLayoutCols: with rows of 2048 or 4096 elements
-// its file layout streamed 0.85-1.04 of the read probe and this one 0.67-0.84, with rows of
-// 768 the other way round (docs/PERFORMANCE.md, "Q8_0 in the four-row layout").
+// Q8_0 only for rows shorter than kQ8_0FileLayoutCols: with rows of 2048 elements its file
+// layout streamed 0.93-0.98 of the read probe and this one 0.82-0.88, with rows of 768
+// 0.64-0.74 against 0.82-0.89 (docs/PERFORMANCE.md, "Q8_0 in the four-row layout").
 //
 // In a file, a matrix's rows follow one another, so a kernel that takes four or eight rows
 // at a time reads as many streams of memory. In this layout rows go in groups of four, and
@@ -11,7 +11,8 @@
 // of the block in its order (d, m, qh, qs; MXFP4: e, qs), the four rows' copies side by
 // side. So field f (at byte `off` of a block, `size` bytes) of row i of the group is at
 //   group + b * 4 * block_bytes + 4 * off + i * size,
-// and a group is one stream, whose four scales and four code fields are each one load.
+// and a group is one stream, whose four scales and four code fields are each one load
+// (Q8_0's 32-byte code fields two).
 // The rows after the last multiple of four stay as they are, after the groups. The bytes
 // are the file's, rearranged: the same count, so the change is made in place.
 #include <cstddef>
