@@ -80,7 +80,6 @@ void Pager::load(int s, int layer, int expert, bool ahead) {
   slot.ready = false;
   slot.failed = false;
   slot.deliveries = 0;
-  slot.rows4 = false;
   slot.reads_left = 0;
   slot.ahead = slot.ahead_pin = ahead;
   uint64_t base = 0;
@@ -256,13 +255,12 @@ void Pager::begin(int layer, std::span<const int> experts) {
 }
 
 void Pager::arrange(int s) {
-  Slot& slot = slots_[static_cast<size_t>(s)];
+  const Slot& slot = slots_[static_cast<size_t>(s)];
   const models::ExpertLayout& layout = layouts_[static_cast<size_t>(cache_.slot(s).layer)];
   for (int p = 0; p < 3; ++p) {
     const models::ExpertPart& part = layout.part(p);
     if (quant::use_rows4_layout(part.type, part.cols)) quant::to_rows4_layout(part.type, slot.data + slot.part_offset[p], part.rows, part.cols);
   }
-  slot.rows4 = true;
 }
 
 models::ReadyExpert Pager::view(int request_index, int s) const {
@@ -270,7 +268,7 @@ models::ReadyExpert Pager::view(int request_index, int s) const {
   const models::ExpertLayout& layout = layouts_[static_cast<size_t>(cache_.slot(s).layer)];
   auto matrix = [&](int p) {
     const models::ExpertPart& part = layout.part(p);
-    return models::expert_matrix(part, slot.data + slot.part_offset[p], slot.rows4 && quant::use_rows4_layout(part.type, part.cols));
+    return models::expert_matrix(part, slot.data + slot.part_offset[p], slot.arranged() && quant::use_rows4_layout(part.type, part.cols));
   };
   return {request_index, matrix(0), matrix(1), matrix(2)};
 }

@@ -12,8 +12,8 @@
 // object `epq replay` drives without I/O); the pager moves the bytes.
 //
 // An expert's matrices that quant::use_rows4_layout names are rearranged in its slot into
-// the four-row layout (quant/rows4_layout.h), when it is handed out
-// the kUsesBeforeRearranging-th time since it was read. The rearranging costs what six to
+// the four-row layout (quant/rows4_layout.h), when it is handed out the
+// kUsesBeforeRearranging-th time since it was read. The rearranging costs what six to
 // eight uses gain (0.26-0.33 ms for a 2.65 MB IQ4_NL expert not in the cache, against
 // 15-17 us per MB and use, on Zen 5), so only experts that stay in the arena and keep
 // being used are worth it; in an arena that thrashes, few ever are.
@@ -105,7 +105,8 @@ class Pager : public models::ExpertSource {
     bool ahead_pin = false;  // pinned by the prefetch until its reads land
     bool failed = false;     // a read of its expert failed: never ready, forgotten by settle()
     int deliveries = 0;      // times handed out since it was read, up to kUsesBeforeRearranging
-    bool rows4 = false;      // rearranged into the four-row layout (arrange())
+    // Rearranged into the four-row layout: arrange() runs as deliveries reaches the limit.
+    bool arranged() const { return deliveries == kUsesBeforeRearranging; }
     uint64_t part_offset[3] = {};  // where each matrix starts within the slot
   };
   struct Piece {
