@@ -5,11 +5,12 @@
 //   kernel pass, and each figure sums its passes, so both see the same moments.
 //   Rows of 4096 columns for every type; also 768 for the K and 32-element formats, the
 //   width of an expert's down projection in Qwen3-30B-A3B. Matvec/TYPE/rows4: the
-//   32-element formats in the four-row layout that resident weights get on CPUs whose
-//   kernel set reads it (quant/rows4_layout.h).
+//   formats of the four-row layout that weights in the process's memory get on CPUs whose
+//   kernel set reads it (quant/rows4_layout.h), in that layout.
 // - Matmul/TYPE/tokens:N: prompt processing's case, one expert-sized matrix (768 x 2048,
 //   cache-resident) times N token columns, measured in multiply-adds per second (GMAC/s):
 //   this is compute-bound, and shows how well a kernel amortizes decoding a weight block.
+//   Matmul/TYPE/rows4: the same in the four-row layout.
 // - Attend/SET/positions:N: one attention task (core/attend_task.h) of qwen3-30b-a3b's
 //   shape, 8 query heads of 128 dimensions sharing a KV head, against N cached positions,
 //   on one core, with the AVX2 kernel and (CPUs with AVX-512) the AVX-512 kernel, in
@@ -147,10 +148,11 @@ void BM_Matvec(benchmark::State& state, Type type, bool rows4) {
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
 }
 
-void BM_Matmul(benchmark::State& state, Type type) {
+void BM_Matmul(benchmark::State& state, Type type, bool rows4) {
   constexpr int64_t kRows = 768, kIn = 2048;  // an expert's gate or up matrix in Qwen3-30B-A3B
   const int64_t tokens = state.range(0);
-  const std::vector<uint8_t> weights = random_weights(type, kRows, kIn);
+  std::vector<uint8_t> weights = random_weights(type, kRows, kIn);
+  if (rows4) epq::quant::to_rows4_layout(type, weights.data(), kRows, kIn);
   const epq::quant::ActFormat f = epq::quant::activation_format(type);
   const size_t act_stride = epq::quant::activation_bytes(f, kIn);
   std::vector<uint8_t> act(act_stride * static_cast<size_t>(tokens));
@@ -162,7 +164,7 @@ void BM_Matmul(benchmark::State& state, Type type) {
     epq::quant::quantize_activation(f, x.data(), act.data() + static_cast<size_t>(t) * act_stride, kIn);
   }
   std::vector<float> out(static_cast<size_t>(kRows * tokens));
-  const epq::Matrix w{type, weights.data(), kRows, kIn, static_cast<size_t>(epq::quant::row_bytes(type, kIn))};
+  const epq::Matrix w{type, weights.data(), kRows, kIn, static_cast<size_t>(epq::quant::row_bytes(type, kIn)), rows4};
   epq::ThreadPool pool(1);
   const epq::MatmulJob job{&w, act.data(), act_stride, tokens, out.data(), static_cast<size_t>(kRows)};
   for (auto _ : state) {
@@ -321,14 +323,18 @@ void register_all() {
   }
   for (Type t : {Type::Q4_K, Type::Q6_K, Type::Q8_0, Type::Q5_K, Type::Q3_K, Type::Q2_K, Type::IQ4_NL, Type::IQ4_XS, Type::Q4_0,
                  Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::MXFP4, Type::BF16}) {
-    benchmark::RegisterBenchmark((std::string("Matmul/") + epq::quant::name(t)).c_str(), BM_Matmul, t)
-        ->ArgName("tokens")
-        ->Arg(1)
-        ->Arg(4)->Arg(5)->Arg(6)->Arg(7)
-        ->Arg(8)
-        ->Arg(64)
-        ->Unit(benchmark::kMicrosecond)
-        ->UseRealTime();
+    for (bool rows4 : {false, true}) {
+      if (rows4 && epq::quant::dot_kernel_rows4(epq::quant::active_kernels(), t) == nullptr) continue;
+      const std::string name = std::string("Matmul/") + epq::quant::name(t) + (rows4 ? "/rows4" : "");
+      benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, rows4)
+          ->ArgName("tokens")
+          ->Arg(1)
+          ->Arg(4)->Arg(5)->Arg(6)->Arg(7)
+          ->Arg(8)
+          ->Arg(64)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
+    }
   }
 }
 

@@ -7,8 +7,9 @@
 //
 // Q4_K, Q5_K and Q6_K take four rows per register, one per 128-bit lane, into vpdpbusd,
 // and give the AVX2 kernels' bits. The 32-element formats (Dot32Rows4) take four rows per
-// register too, with bits of their own, the same for any rows and columns, in the file
-// layout or the four-row layout (quant/rows4_layout.h). Q2_K, Q3_K and IQ4_XS work on 64
+// register too, with bits of their own, the same for any rows and columns. Both read the
+// file layout or the four-row layout (quant/rows4_layout.h; the K formats only in the set
+// that takes one column with four rows). Q2_K, Q3_K and IQ4_XS work on 64
 // elements of one row per register: codes (unsigned) times activations with vpmaddubsw,
 // then vpdpwssd multiplies those pair sums by the sub-block scales and accumulates, in
 // one instruction where AVX2 needs two.
@@ -112,13 +113,13 @@ inline V512i broadcast128(const void* p) { return simde_mm512_broadcast_i32x4(_m
 // (The index is a table: SIMDe's set_epi32 compiles to sixteen masked broadcasts.)
 alignas(64) constexpr int32_t kSpread4[16] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
 inline V512 spread4(__m128 f) { return simde_mm512_permutexvar_ps(load512(kSpread4), simde_mm512_castps128_ps512(f)); }
-// The F16 at byte `at` + 2 x `which` of each row's block b as floats, row i's in lanes 4i..4i+3.
+// The F16 at byte `at` of each row's block b as floats, row i's in lanes 4i..4i+3.
 template <typename Block>
-inline V512 row_f16s(const Block* const (&x)[4], int64_t b, size_t at, int which) {
+inline V512 row_f16s(const Block* const (&x)[4], int64_t b, size_t at) {
   uint64_t h = 0;
   for (int i = 0; i < 4; ++i) {
     uint16_t v;
-    std::memcpy(&v, reinterpret_cast<const uint8_t*>(x[i] + b) + at + 2 * which, 2);
+    std::memcpy(&v, reinterpret_cast<const uint8_t*>(x[i] + b) + at, 2);
     h |= uint64_t{v} << (16 * i);
   }
   return spread4(_mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(h))));
@@ -144,20 +145,21 @@ inline void store_rows4(const V512 (&v)[C], float* out, size_t out_stride, int r
   }
 }
 
-// ---- 32-element formats, four rows per register ----
-// Block b's fields of four rows, in the file layout (FileRows4: four row pointers) or in
-// the four-row layout (PackedRows4: a group, quant/rows4_layout.h). `at` is the field's
-// offset in the block.
+// ---- Block b's fields of four rows ----
+// In the file layout (FileRows4: four row pointers) or in the four-row layout
+// (PackedRows4: a group, quant/rows4_layout.h). `at` is the field's offset in the block.
 template <typename Block>
 struct FileRows4 {
   const Block* x[4];
+  // Row i's copy of the field (`size` bytes).
+  const uint8_t* row_field(int64_t b, size_t at, size_t, int i) const { return reinterpret_cast<const uint8_t*>(x[i] + b) + at; }
   // A 16-byte field (or the 4-byte one at its start), row i's in 128-bit lane i.
   V512i field16(int64_t b, size_t at) const { return lanes4(x, b, at); }
   V512i field4(int64_t b, size_t at) const { return lanes4(x, b, at); }
   // A 32-byte field: bytes 0-15 of row i in lane i of `first`, 16-31 in `second`'s.
   RowHalves field32(int64_t b, size_t at) const { return rows4(x, b, at); }
   // An F16 field as floats, row i's in lanes 4i..4i+3.
-  V512 f16(int64_t b, size_t at) const { return row_f16s(x, b, at, 0); }
+  V512 f16(int64_t b, size_t at) const { return row_f16s(x, b, at); }
   // A byte field, row i's in 32-bit lane i.
   __m128i byte(int64_t b, size_t at) const {
     auto at_row = [&](int i) { return reinterpret_cast<const uint8_t*>(x[i] + b)[at]; };
@@ -169,6 +171,7 @@ template <typename Block>
 struct PackedRows4 {
   const uint8_t* group;
   const uint8_t* field(int64_t b, size_t at) const { return group + static_cast<size_t>(b) * 4 * sizeof(Block) + 4 * at; }
+  const uint8_t* row_field(int64_t b, size_t at, size_t size, int i) const { return field(b, at) + static_cast<size_t>(i) * size; }
   V512i field16(int64_t b, size_t at) const { return load512(field(b, at)); }
   V512i field4(int64_t b, size_t at) const {
     return simde_mm512_permutexvar_epi32(load512(kSpread4), simde_mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(field(b, at)))));
@@ -192,6 +195,7 @@ struct PackedRows4 {
   }
 };
 
+// ---- 32-element formats, four rows per register ----
 // A format gives block b of each of four rows as 32 unsigned codes, elements 0-15 of row
 // i in lane i of `first` and 16-31 in `second`'s, and its F16 factors as floats in lanes
 // 4i..4i+3 (row_f16s): x = d * (code - kBias) + m (m = 0 without kMin). Unsigned codes go
@@ -542,22 +546,35 @@ struct Floats16 {
 // first K::kGroups groups per call, then single groups; the rows after them, and runs of
 // fewer than K::kMinCols columns, go to the AVX2 kernel for K::kType, whose bits K gives.
 // Which rows share a call changes no number: each row's operations are its own.
+// With K::kPacked the groups are in the four-row layout (quant/rows4_layout.h), the rows
+// after them in the file's, and one column takes one group per call, one stream: two
+// groups, two streams, made decode of a Q4_K model 30% slower (docs/PERFORMANCE.md).
 template <typename K, int C>
 void rows4_matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
                   size_t out_stride) {
+  static_assert(!K::kPacked || K::kMinCols == 1, "the AVX2 kernels do not read the four-row layout");
+  using Rows = std::conditional_t<K::kPacked, PackedRows4<typename K::Block>, FileRows4<typename K::Block>>;
   int64_t r = 0;
   if constexpr (C >= K::kMinCols) {
     const BlockQ8_K* a[C];
     for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c);
     auto calls = [&]<int G>(std::integral_constant<int, G>) {
       for (; r + 4 * G <= n_rows; r += 4 * G) {
-        const typename K::Block* x[G][4];
-        for (int i = 0; i < 4 * G; ++i) x[i / 4][i % 4] = reinterpret_cast<const typename K::Block*>(w + static_cast<size_t>(r + i) * row_bytes);
+        Rows x[G];
+        for (int g = 0; g < G; ++g) {
+          const uint8_t* group = w + static_cast<size_t>(r + 4 * g) * row_bytes;
+          if constexpr (K::kPacked) {
+            x[g].group = group;
+          } else {
+            for (int i = 0; i < 4; ++i) x[g].x[i] = reinterpret_cast<const typename K::Block*>(group + static_cast<size_t>(i) * row_bytes);
+          }
+        }
         K::template group<C, G>(n, x, row_bytes, a, out + r, out_stride);
       }
     };
-    calls(std::integral_constant<int, K::template kGroups<C>>{});
-    if constexpr (K::template kGroups<C> > 1) calls(std::integral_constant<int, 1>{});
+    constexpr int kGroups = K::kPacked && C == 1 ? 1 : K::template kGroups<C>;
+    calls(std::integral_constant<int, kGroups>{});
+    if constexpr (kGroups > 1) calls(std::integral_constant<int, 1>{});
   }
   if (r < n_rows) {
     dot_kernel(*avx2_kernels(), K::kType)(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, n_rows - r, act, stride, C, out + r, out_stride);
@@ -580,16 +597,17 @@ void rows4_matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows,
 // activations feeds a vpdpbusd for both: with one group, the broadcasts, one per
 // vpdpbusd, bound the loop before the multiplies do (docs/PERFORMANCE.md, stop 42).
 // Q5_K with one column keeps one group: two ran slower with rows in cache.
-template <bool kFive, int kMinColumns>
+template <bool kFive, int kMinColumns, bool kPackedRows = false>
 struct DotQ45KRows4 {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
   static constexpr Type kType = kFive ? Type::Q5_K : Type::Q4_K;
   static constexpr int kMinCols = kMinColumns;
+  static constexpr bool kPacked = kPackedRows;
   template <int C>
   static constexpr int kGroups = kFive && C == 1 ? 1 : 2;  // groups of four rows per call, for C columns
 
-  template <int C, int G>
-  static void group(int64_t n, const Block* const (&x)[G][4], size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
+  template <int C, int G, typename Rows>
+  static void group(int64_t n, const Rows (&x)[G], size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
     V512 acc[G][C];
     for (int rg = 0; rg < G; ++rg)
       for (int c = 0; c < C; ++c) acc[rg][c] = simde_mm512_setzero_ps();
@@ -599,14 +617,15 @@ struct DotQ45KRows4 {
       V512i scales_mins[G];
       V512i fifth_bits[G][2] = {};
       for (int rg = 0; rg < G; ++rg) {
-        prefetch_rows4(x[rg], b, row_bytes, 4 * G);
+        x[rg].prefetch(b, row_bytes, 4 * G);
         // Row i's eight scales then eight mins in lane i.
-        scales_mins[rg] = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(k4_scales_and_mins_x2(x[rg][0][b].scales, x[rg][1][b].scales)),
-                                                 k4_scales_and_mins_x2(x[rg][2][b].scales, x[rg][3][b].scales), 1);
+        auto scales = [&](int i) { return x[rg].row_field(b, offsetof(Block, scales), sizeof(Block::scales), i); };
+        scales_mins[rg] = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(k4_scales_and_mins_x2(scales(0), scales(1))),
+                                                 k4_scales_and_mins_x2(scales(2), scales(3)), 1);
         // Q5_K: bit k of each byte is the fifth bit of sub-block k's elements 0-15 and 16-31,
         // shifted right once per sub-block so that bit 0 is the current one's.
         if constexpr (kFive) {
-          const RowHalves qh = rows4(x[rg], b, offsetof(Block, qh));
+          const RowHalves qh = x[rg].field32(b, offsetof(Block, qh));
           fifth_bits[rg][0] = qh.first, fifth_bits[rg][1] = qh.second;
         }
       }
@@ -616,7 +635,7 @@ struct DotQ45KRows4 {
       for (int j = 0; j < 4; ++j) {
         // Elements 0-15 and 16-31 of sub-blocks 2j (low nibbles) and 2j + 1 (high).
         RowHalves rows[G];
-        for (int rg = 0; rg < G; ++rg) rows[rg] = rows4(x[rg], b, offsetof(Block, qs) + 32 * j);
+        for (int rg = 0; rg < G; ++rg) rows[rg] = x[rg].field32(b, offsetof(Block, qs) + 32 * j);
         for (int h = 0; h < 2; ++h) {
           const int k = 2 * j + h;
           V512i q0[G], q1[G], scale[G];
@@ -644,7 +663,7 @@ struct DotQ45KRows4 {
         }
       }
       for (int rg = 0; rg < G; ++rg) {
-        const V512 d = row_f16s(x[rg], b, offsetof(Block, d), 0), dmin = row_f16s(x[rg], b, offsetof(Block, d), 1);
+        const V512 d = x[rg].f16(b, offsetof(Block, d)), dmin = x[rg].f16(b, offsetof(Block, dmin));
         const V512i mins_low = simde_mm512_shuffle_epi8(scales_mins[rg], mins_index[0]);
         const V512i mins_high = simde_mm512_shuffle_epi8(scales_mins[rg], mins_index[1]);
         for (int c = 0; c < C; ++c) {
@@ -678,16 +697,17 @@ struct DotQ45KRows4 {
 // than kMinColumns columns go to the AVX2 kernel (see make_avx512). With two or more
 // columns a call takes two groups of four rows, which share each activation broadcast, as
 // DotQ45KRows4 does; with one column, one group (two ran slower with rows in cache).
-template <int kMinColumns>
+template <int kMinColumns, bool kPackedRows = false>
 struct DotQ6KRows4 {
   using Block = BlockQ6_K;
   static constexpr Type kType = Type::Q6_K;
   static constexpr int kMinCols = kMinColumns;
+  static constexpr bool kPacked = kPackedRows;
   template <int C>
   static constexpr int kGroups = C > 1 ? 2 : 1;  // groups of four rows per call, for C columns
 
-  template <int C, int G>
-  static void group(int64_t n, const Block* const (&x)[G][4], size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
+  template <int C, int G, typename Rows>
+  static void group(int64_t n, const Rows (&x)[G], size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
     V512 acc[G][C];
     for (int rg = 0; rg < G; ++rg)
       for (int c = 0; c < C; ++c) acc[rg][c] = simde_mm512_setzero_ps();
@@ -695,12 +715,9 @@ struct DotQ6KRows4 {
     for (int64_t b = 0; b < n / 256; ++b) {
       V512i scales16[G][2], sum[G][C];
       for (int rg = 0; rg < G; ++rg) {
-        prefetch_rows4(x[rg], b, row_bytes, 4 * G);
+        x[rg].prefetch(b, row_bytes, 4 * G);
         // Row i's 16 scales in lane i, as 16-bit lanes: scales 0-7 in scales16[0], 8-15 in [1].
-        V512i scales8 = simde_mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[rg][0][b].scales)));
-        scales8 = simde_mm512_inserti32x4(scales8, _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[rg][1][b].scales)), 1);
-        scales8 = simde_mm512_inserti32x4(scales8, _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[rg][2][b].scales)), 2);
-        scales8 = simde_mm512_inserti32x4(scales8, _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[rg][3][b].scales)), 3);
+        const V512i scales8 = x[rg].field16(b, offsetof(Block, scales));
         const V512i sign = simde_mm512_movm_epi8(simde_mm512_movepi8_mask(scales8));
         scales16[rg][0] = simde_mm512_unpacklo_epi8(scales8, sign), scales16[rg][1] = simde_mm512_unpackhi_epi8(scales8, sign);
         // Each column's sum starts from -32 x sum(scale x bsum), two sub-blocks per 32-bit lane.
@@ -712,10 +729,10 @@ struct DotQ6KRows4 {
       }
       for (int h = 0; h < 2; ++h) {
         RowHalves qh[G];
-        for (int rg = 0; rg < G; ++rg) qh[rg] = rows4(x[rg], b, offsetof(Block, qh) + 32 * h);
+        for (int rg = 0; rg < G; ++rg) qh[rg] = x[rg].field32(b, offsetof(Block, qh) + 32 * h);
         for (int p = 0; p < 2; ++p) {
           RowHalves ql[G];
-          for (int rg = 0; rg < G; ++rg) ql[rg] = rows4(x[rg], b, offsetof(Block, ql) + 64 * h + 32 * p);
+          for (int rg = 0; rg < G; ++rg) ql[rg] = x[rg].field32(b, offsetof(Block, ql) + 64 * h + 32 * p);
           for (int g = p; g < 4; g += 2) {
             // Group g: elements 128h + 32g + [0, 32), nibble g / 2 of ql[64h + 32p + l] and
             // bits 2g..2g+1 of qh[32h + l], as `first` (l < 16) and `second` halves.
@@ -743,7 +760,7 @@ struct DotQ6KRows4 {
         }
       }
       for (int rg = 0; rg < G; ++rg) {
-        const V512 d = row_f16s(x[rg], b, offsetof(Block, d), 0);
+        const V512 d = x[rg].f16(b, offsetof(Block, d));
         for (int c = 0; c < C; ++c) {
           const V512i pairs = simde_mm512_add_epi32(sum[rg][c], shuffle32<_MM_SHUFFLE(2, 3, 0, 1)>(sum[rg][c]));
           const V512i total = simde_mm512_add_epi32(pairs, shuffle32<_MM_SHUFFLE(1, 0, 3, 2)>(pairs));
@@ -792,6 +809,11 @@ KernelSet make_avx512(const char* name) {
   set_rows4(Type::Q8_0, entry<Dot32Rows4<Rows4Q8_0, true>>);
   set_rows4(Type::IQ4_NL, entry<Dot32Rows4<Rows4IQ4_NL, true>>);
   set_rows4(Type::MXFP4, entry<Dot32Rows4<Rows4MXFP4, true>>);
+  if constexpr (kMinCols == 1) {  // with more, rows4_matmul gives one column to the AVX2 kernels, which read the file layout
+    set_rows4(Type::Q4_K, entry<DotQ45KRows4<false, 1, true>>);
+    set_rows4(Type::Q5_K, entry<DotQ45KRows4<true, 1, true>>);
+    set_rows4(Type::Q6_K, entry<DotQ6KRows4<1, true>>);
+  }
   set(Type::F32, entry<DotFloat<LoadF32, Floats16>>);
   set(Type::F16, entry<DotFloat<LoadF16, Floats16>>);
   set(Type::BF16, entry<DotFloat<LoadBF16, Floats16>>);

@@ -40,6 +40,10 @@ Rearrange rearrange_for(Type t) {
     case Type::Q5_1: return rearrange<2, 2, 4, 16>;
     case Type::Q8_0: return rearrange<2, 32>;
     case Type::MXFP4: return rearrange<1, 16>;
+    // The K formats' long code fields as 32-byte ones, the size the kernels read at a time.
+    case Type::Q4_K: return rearrange<2, 2, 12, 32, 32, 32, 32>;
+    case Type::Q5_K: return rearrange<2, 2, 12, 32, 32, 32, 32, 32>;
+    case Type::Q6_K: return rearrange<32, 32, 32, 32, 32, 32, 16, 2>;
     default: return nullptr;
   }
 }
@@ -49,7 +53,7 @@ Rearrange rearrange_for(Type t) {
 bool has_rows4_layout(Type t) { return rearrange_for(t) != nullptr; }
 
 bool use_rows4_layout(Type t, int64_t cols) {
-  if (t == Type::Q8_0 && cols >= kQ8_0FileLayoutCols) return false;
+  if ((t == Type::Q8_0 || info(t).block_elems == 256) && cols >= kLongRowCols) return false;
   return has_rows4_layout(t) && dot_kernel_rows4(active_kernels(), t) != nullptr;
 }
 

@@ -347,11 +347,18 @@ TEST(Rows4Layout, FieldsOfFourRowsSideBySide) {
   const std::pair<Type, std::vector<Field>> layouts[] = {
       {Type::Q4_0, {{0, 2}, {2, 16}}},         {Type::IQ4_NL, {{0, 2}, {2, 16}}},       {Type::Q4_1, {{0, 2}, {2, 2}, {4, 16}}},
       {Type::Q5_0, {{0, 2}, {2, 4}, {6, 16}}}, {Type::Q5_1, {{0, 2}, {2, 2}, {4, 4}, {8, 16}}}, {Type::MXFP4, {{0, 1}, {1, 16}}},
-      {Type::Q8_0, {{0, 2}, {2, 32}}}};
+      {Type::Q8_0, {{0, 2}, {2, 32}}},
+      // The K formats' code fields in 32-byte pieces.
+      {Type::Q4_K, {{0, 2}, {2, 2}, {4, 12}, {16, 32}, {48, 32}, {80, 32}, {112, 32}}},
+      {Type::Q5_K, {{0, 2}, {2, 2}, {4, 12}, {16, 32}, {48, 32}, {80, 32}, {112, 32}, {144, 32}}},
+      {Type::Q6_K, {{0, 32}, {32, 32}, {64, 32}, {96, 32}, {128, 32}, {160, 32}, {192, 16}, {208, 2}}}};
   std::mt19937 rng(5);
   for (const auto& [t, fields] : layouts) {
     ASSERT_TRUE(has_rows4_layout(t)) << name(t);
-    const int64_t n = 32 * 3, rows = 10;
+    size_t field_bytes = 0;
+    for (const Field& f : fields) field_bytes += f.size;
+    ASSERT_EQ(field_bytes, static_cast<size_t>(info(t).block_bytes)) << name(t);
+    const int64_t n = info(t).block_elems * 3, rows = 10;
     const size_t block = static_cast<size_t>(info(t).block_bytes), row_size = static_cast<size_t>(row_bytes(t, n));
     std::vector<uint8_t> file(row_size * rows);
     for (uint8_t& b : file) b = static_cast<uint8_t>(rng());
@@ -370,22 +377,30 @@ TEST(Rows4Layout, FieldsOfFourRowsSideBySide) {
     }
     EXPECT_EQ(std::memcmp(packed.data() + 8 * row_size, file.data() + 8 * row_size, 2 * row_size), 0) << name(t) << ": rows after the groups";
   }
-  EXPECT_FALSE(has_rows4_layout(Type::Q4_K));
+  EXPECT_FALSE(has_rows4_layout(Type::Q2_K));
+  EXPECT_FALSE(has_rows4_layout(Type::IQ4_XS));
 }
 
-// Which matrices are rearranged: where the kernel set reads the layout, and Q8_0 only with
-// rows shorter than kQ8_0FileLayoutCols (its file layout streams faster for long rows).
-TEST(Rows4Layout, UsedWhereTheKernelsReadItAndQ8_0ForShortRowsOnly) {
+// Which matrices are rearranged: where the kernel set reads the layout, and Q8_0 and the K
+// formats only with rows shorter than kLongRowCols (their file layout is faster for long rows).
+TEST(Rows4Layout, UsedWhereTheKernelsReadItAndQ8_0AndKFormatsForShortRowsOnly) {
   const bool avx512 = dot_kernel_rows4(active_kernels(), Type::Q4_0) != nullptr;
   EXPECT_EQ(use_rows4_layout(Type::Q4_0, 4096), avx512);
   EXPECT_EQ(use_rows4_layout(Type::Q8_0, 768), avx512);
-  EXPECT_EQ(use_rows4_layout(Type::Q8_0, kQ8_0FileLayoutCols - 32), avx512);
-  EXPECT_FALSE(use_rows4_layout(Type::Q8_0, kQ8_0FileLayoutCols));
+  EXPECT_EQ(use_rows4_layout(Type::Q8_0, kLongRowCols - 32), avx512);
+  EXPECT_FALSE(use_rows4_layout(Type::Q8_0, kLongRowCols));
   EXPECT_FALSE(use_rows4_layout(Type::Q8_0, 4096));
-  EXPECT_FALSE(use_rows4_layout(Type::Q4_K, 768));
+  const bool k_rows4 = dot_kernel_rows4(active_kernels(), Type::Q4_K) != nullptr;  // Zen 5's set
+  for (Type t : {Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
+    EXPECT_EQ(use_rows4_layout(t, 768), k_rows4) << name(t);
+    EXPECT_EQ(use_rows4_layout(t, kLongRowCols - 256), k_rows4) << name(t);
+    EXPECT_FALSE(use_rows4_layout(t, kLongRowCols)) << name(t);
+  }
+  EXPECT_FALSE(use_rows4_layout(Type::Q2_K, 768));
   const KernelSet* avx2 = avx2_kernels();
   if (avx2 != nullptr) {
     EXPECT_EQ(dot_kernel_rows4(*avx2, Type::Q4_0), nullptr);
+    EXPECT_EQ(dot_kernel_rows4(*avx2, Type::Q4_K), nullptr);
   }
 }
 
@@ -401,11 +416,17 @@ TEST(Rows4Layout, SameBitsAsTheFileLayout) {
   for (Type t : kTypes) {
     if (!has_rows4_layout(t)) continue;
     for (Fill fill : {Fill::kQuantized, Fill::kRandomBytes, Fill::kMaxCodes}) {
-      for (const int64_t n : {int64_t{32 * 13}, int64_t{32 * 420}}) {
+      // For the 32-element formats also rows longer than their kernels' prepared window.
+      for (const int64_t n : {info(t).block_elems * 13, int64_t{32 * 420}}) {
+        if (n % info(t).block_elems != 0) continue;
         const int n_rows = 15;
         const auto [row_size, act_bytes, rows, acts] = random_operands(t, fill, n, n_rows, rng);
         for (const KernelSet* set : sets) {
-          ASSERT_NE(dot_kernel_rows4(*set, t), nullptr) << set->name << " " << name(t);
+          if (dot_kernel_rows4(*set, t) == nullptr) {
+            // A set that gives one column to the AVX2 kernels (before Zen 5) keeps the K formats in the file layout.
+            ASSERT_TRUE(set != sets[0] && info(t).block_elems == 256) << set->name << " " << name(t);
+            continue;
+          }
           for (int first_group = 0; first_group <= 1; ++first_group) {
             for (int in_call = 1; in_call <= n_rows - 4 * first_group; ++in_call) {
               // The rows of the call as a matrix of its own: its groups rearranged, the rest as they were.
