@@ -78,52 +78,12 @@ inline void start_columns(const void* act, size_t stride, const BlockQ8_K* (&a)[
 struct RowHalves {
   V512i first, second;
 };
-template <typename Block>
-inline RowHalves rows4(const Block* const (&x)[4], int64_t b, size_t at) {
-  auto part = [&](int i) { return load256(reinterpret_cast<const uint8_t*>(x[i] + b) + at); };
-  const V512i rows01 = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(part(0)), part(1), 1);
-  const V512i rows23 = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(part(2)), part(3), 1);
-  return {simde_mm512_shuffle_i64x2(rows01, rows23, _MM_SHUFFLE(2, 0, 2, 0)), simde_mm512_shuffle_i64x2(rows01, rows23, _MM_SHUFFLE(3, 1, 3, 1))};
-}
-// 16 bytes at offset `at` of each row's block b, row i's in 128-bit lane i.
-template <typename Block>
-inline V512i lanes4(const Block* const (&x)[4], int64_t b, size_t at) {
-  auto part = [&](int i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint8_t*>(x[i] + b) + at)); };
-  const __m256i rows01 = _mm256_inserti128_si256(_mm256_castsi128_si256(part(0)), part(1), 1);
-  const __m256i rows23 = _mm256_inserti128_si256(_mm256_castsi128_si256(part(2)), part(3), 1);
-  return simde_mm512_inserti64x4(simde_mm512_castsi256_si512(rows01), rows23, 1);
-}
-// The cache lines kPrefetchBytes beyond block b of each of the four rows (see
-// prefetch_ahead_in_group; `rows_in_call` rows share the stream), into L2: four rows'
-// lines that far ahead in L1 would push out the lines being read. For a block smaller than
-// a line, only where a line starts in it.
-template <typename Block>
-inline void prefetch_rows4(const Block* const (&x)[4], int64_t b, size_t row_bytes, int rows_in_call = 4) {
-  const size_t at = static_cast<size_t>(b) * sizeof(Block);
-  if (sizeof(Block) < 64 && at % 64 >= sizeof(Block)) return;
-  for (int i = 0; i < 4; ++i) {
-    for (size_t line = 0; line < sizeof(Block); line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(ahead_in_group(reinterpret_cast<const uint8_t*>(x[i]), at + line, row_bytes, rows_in_call)), _MM_HINT_T1);
-    }
-  }
-}
 // 16 bytes at p in every 128-bit lane.
 inline V512i broadcast128(const void* p) { return simde_mm512_broadcast_i32x4(_mm_loadu_si128(static_cast<const __m128i*>(p))); }
 // Float i of f in lanes 4i..4i+3.
 // (The index is a table: SIMDe's set_epi32 compiles to sixteen masked broadcasts.)
 alignas(64) constexpr int32_t kSpread4[16] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
 inline V512 spread4(__m128 f) { return simde_mm512_permutexvar_ps(load512(kSpread4), simde_mm512_castps128_ps512(f)); }
-// The F16 at byte `at` of each row's block b as floats, row i's in lanes 4i..4i+3.
-template <typename Block>
-inline V512 row_f16s(const Block* const (&x)[4], int64_t b, size_t at) {
-  uint64_t h = 0;
-  for (int i = 0; i < 4; ++i) {
-    uint16_t v;
-    std::memcpy(&v, reinterpret_cast<const uint8_t*>(x[i] + b) + at, 2);
-    h |= uint64_t{v} << (16 * i);
-  }
-  return spread4(_mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(h))));
-}
 // The 32-bit lanes of each 128-bit lane of v in the order kImm gives (as vpshufd does;
 // SIMDe 0.7 lacks its 512-bit form).
 template <int kImm>
@@ -154,18 +114,48 @@ struct FileRows4 {
   // Row i's copy of the field (`size` bytes).
   const uint8_t* row_field(int64_t b, size_t at, size_t, int i) const { return reinterpret_cast<const uint8_t*>(x[i] + b) + at; }
   // A 16-byte field (or the 4-byte one at its start), row i's in 128-bit lane i.
-  V512i field16(int64_t b, size_t at) const { return lanes4(x, b, at); }
-  V512i field4(int64_t b, size_t at) const { return lanes4(x, b, at); }
+  V512i field16(int64_t b, size_t at) const {
+    auto part = [&](int i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(row_field(b, at, 16, i))); };
+    const __m256i rows01 = _mm256_inserti128_si256(_mm256_castsi128_si256(part(0)), part(1), 1);
+    const __m256i rows23 = _mm256_inserti128_si256(_mm256_castsi128_si256(part(2)), part(3), 1);
+    return simde_mm512_inserti64x4(simde_mm512_castsi256_si512(rows01), rows23, 1);
+  }
+  V512i field4(int64_t b, size_t at) const { return field16(b, at); }
   // A 32-byte field: bytes 0-15 of row i in lane i of `first`, 16-31 in `second`'s.
-  RowHalves field32(int64_t b, size_t at) const { return rows4(x, b, at); }
+  RowHalves field32(int64_t b, size_t at) const {
+    auto part = [&](int i) { return load256(row_field(b, at, 32, i)); };
+    const V512i rows01 = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(part(0)), part(1), 1);
+    const V512i rows23 = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(part(2)), part(3), 1);
+    return {simde_mm512_shuffle_i64x2(rows01, rows23, _MM_SHUFFLE(2, 0, 2, 0)), simde_mm512_shuffle_i64x2(rows01, rows23, _MM_SHUFFLE(3, 1, 3, 1))};
+  }
   // An F16 field as floats, row i's in lanes 4i..4i+3.
-  V512 f16(int64_t b, size_t at) const { return row_f16s(x, b, at); }
+  V512 f16(int64_t b, size_t at) const {
+    uint64_t h = 0;
+    for (int i = 0; i < 4; ++i) {
+      uint16_t v;
+      std::memcpy(&v, row_field(b, at, 2, i), 2);
+      h |= uint64_t{v} << (16 * i);
+    }
+    return spread4(_mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(h))));
+  }
   // A byte field, row i's in 32-bit lane i.
   __m128i byte(int64_t b, size_t at) const {
-    auto at_row = [&](int i) { return reinterpret_cast<const uint8_t*>(x[i] + b)[at]; };
+    auto at_row = [&](int i) { return *row_field(b, at, 1, i); };
     return _mm_setr_epi32(at_row(0), at_row(1), at_row(2), at_row(3));
   }
-  void prefetch(int64_t b, size_t row_bytes, int rows_in_call) const { prefetch_rows4(x, b, row_bytes, rows_in_call); }
+  // The cache lines kPrefetchBytes beyond block b of each of the four rows (see
+  // prefetch_ahead_in_group; `rows_in_call` rows share the stream), into L2: four rows'
+  // lines that far ahead in L1 would push out the lines being read. For a block smaller
+  // than a line, only where a line starts in it.
+  void prefetch(int64_t b, size_t row_bytes, int rows_in_call) const {
+    const size_t at = static_cast<size_t>(b) * sizeof(Block);
+    if (sizeof(Block) < 64 && at % 64 >= sizeof(Block)) return;
+    for (int i = 0; i < 4; ++i) {
+      for (size_t line = 0; line < sizeof(Block); line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(ahead_in_group(reinterpret_cast<const uint8_t*>(x[i]), at + line, row_bytes, rows_in_call)), _MM_HINT_T1);
+      }
+    }
+  }
 };
 template <typename Block>
 struct PackedRows4 {
@@ -547,8 +537,7 @@ struct Floats16 {
 // fewer than K::kMinCols columns, go to the AVX2 kernel for K::kType, whose bits K gives.
 // Which rows share a call changes no number: each row's operations are its own.
 // With K::kPacked the groups are in the four-row layout (quant/rows4_layout.h), the rows
-// after them in the file's, and one column takes one group per call, one stream: two
-// groups, two streams, made decode of a Q4_K model 30% slower (docs/PERFORMANCE.md).
+// after them in the file's.
 template <typename K, int C>
 void rows4_matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
                   size_t out_stride) {
@@ -572,9 +561,8 @@ void rows4_matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows,
         K::template group<C, G>(n, x, row_bytes, a, out + r, out_stride);
       }
     };
-    constexpr int kGroups = K::kPacked && C == 1 ? 1 : K::template kGroups<C>;
-    calls(std::integral_constant<int, kGroups>{});
-    if constexpr (kGroups > 1) calls(std::integral_constant<int, 1>{});
+    calls(std::integral_constant<int, K::template kGroups<C>>{});
+    if constexpr (K::template kGroups<C> > 1) calls(std::integral_constant<int, 1>{});
   }
   if (r < n_rows) {
     dot_kernel(*avx2_kernels(), K::kType)(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, n_rows - r, act, stride, C, out + r, out_stride);
@@ -596,7 +584,9 @@ void rows4_matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows,
 // A call takes two groups of four rows (kGroups), so that each broadcast of 16
 // activations feeds a vpdpbusd for both: with one group, the broadcasts, one per
 // vpdpbusd, bound the loop before the multiplies do (docs/PERFORMANCE.md, stop 42).
-// Q5_K with one column keeps one group: two ran slower with rows in cache.
+// Q5_K with one column keeps one group: two ran slower with rows in cache. So does the
+// four-row layout, whose group is one stream: two groups, two streams, made decode of a
+// Q4_K model 30% slower (docs/PERFORMANCE.md, stop 46).
 template <bool kFive, int kMinColumns, bool kPackedRows = false>
 struct DotQ45KRows4 {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
@@ -604,7 +594,7 @@ struct DotQ45KRows4 {
   static constexpr int kMinCols = kMinColumns;
   static constexpr bool kPacked = kPackedRows;
   template <int C>
-  static constexpr int kGroups = kFive && C == 1 ? 1 : 2;  // groups of four rows per call, for C columns
+  static constexpr int kGroups = (kFive || kPacked) && C == 1 ? 1 : 2;  // groups of four rows per call, for C columns
 
   template <int C, int G, typename Rows>
   static void group(int64_t n, const Rows (&x)[G], size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
