@@ -9,10 +9,11 @@
 // and give the AVX2 kernels' bits. The 32-element formats (Dot32Rows4) take four rows per
 // register too, with bits of their own, the same for any rows and columns. Both read the
 // file layout or the four-row layout (quant/rows4_layout.h; the K formats only in the set
-// that takes one column with four rows). Q2_K, Q3_K and IQ4_XS work on 64
-// elements of one row per register: codes (unsigned) times activations with vpmaddubsw,
-// then vpdpwssd multiplies those pair sums by the sub-block scales and accumulates, in
-// one instruction where AVX2 needs two.
+// that takes one column with four rows). Q2_K takes four rows per register too, from the
+// file layout, with bits of its own. Q3_K and IQ4_XS work on 64 elements of one row per
+// register: codes (unsigned) times activations with vpmaddubsw, then vpdpwssd multiplies
+// those pair sums by the sub-block scales and accumulates, in one instruction where AVX2
+// needs two.
 //
 // Written with SIMDe's names (simde_mm512_*), which are the native intrinsics when this
 // file is compiled for AVX-512 (CMakeLists.txt gives it the flags). The unit tests compile
@@ -399,25 +400,23 @@ inline V512i halves8(int low, int high) {
   return simde_mm512_inserti64x4(simde_mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(low))), _mm256_set1_epi8(static_cast<char>(high)), 1);
 }
 
-// Q2_K and Q3_K: element h*128 + 32j + l is bits 2j..2j+1 of qs[32h + l] (Q3_K: its third
-// bit is bit 4h + j of hmask[l]); sub-blocks of 16 elements.
+// Q3_K, one row at a time: element h*128 + 32j + l is bits 2j..2j+1 of qs[32h + l], plus
+// 4 x bit 4h + j of hmask[l] (codes stored +4); sub-blocks of 16 elements. The four-row
+// form of DotQ2KRows4 ran slower for Q3_K (docs/PERFORMANCE.md, stop 47).
 // The row-at-a-time kernels (this and DotIQ4XS) are inlined into each_row's loop, so that
 // their constant vectors are set up once per call, not once per row: a row of 768 columns
 // is three blocks, and the setup weighed (docs/PERFORMANCE.md, stop 43).
-template <bool kThree>
-struct DotQ23K {
-  using Block = std::conditional_t<kThree, BlockQ3_K, BlockQ2_K>;
+struct DotQ3K {
+  using Block = BlockQ3_K;
 
-  // Per column: acc += a.d * d * (sum over chunks of scale . codes . a), minus the
-  // offsets (Q3_K: 4 * scale . bsums in the integer sum, through vpdpwssd with -4 * scale;
-  // Q2_K: dmin * min . bsums in acc_min); the result is hsum(acc) + hsum(acc_min).
+  // Per column: acc += a.d * d * (sum over chunks of scale . codes . a), the offset
+  // 4 * scale . bsums taken off in the integer sum through vpdpwssd with -4 * scale.
   template <int C>
   [[gnu::always_inline]] static inline void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
     const auto* wb = static_cast<const Block*>(w);
     const BlockQ8_K* a[C];
     V512 acc[C];
-    __m256 acc_min[C];
-    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = simde_mm512_setzero_ps(), acc_min[c] = _mm256_setzero_ps();
+    start_columns(act, stride, a, acc);
     V512i index[4], shift[2], third_bit[4];
     for (int k = 0; k < 4; ++k) index[k] = scale_index(4 * k, 8);
     for (int p = 0; p < 2; ++p) shift[p] = halves32(4 * p, 4 * p + 2);
@@ -427,11 +426,9 @@ struct DotQ23K {
     for (int64_t b = 0; b < n / 256; ++b) {
       prefetch_ahead(wb + b);
       const Block& x = wb[b];
-      const Q23KScales sc = q23_k_scales(x);
-      const __m256i scales16 = _mm256_cvtepi8_epi16(sc.scales);
+      const __m256i scales16 = _mm256_cvtepi8_epi16(q3_k_scales(x.scales));
       const V512i scales = simde_mm512_castsi256_si512(scales16);  // lanes 0-15; vpermw reads no others
-      V512i high_bits = simde_mm512_setzero_si512(), minus4_scales = simde_mm512_setzero_si512();
-      if constexpr (kThree) high_bits = broadcast256(x.hmask), minus4_scales = widen(_mm256_mullo_epi16(scales16, _mm256_set1_epi16(-4)));
+      const V512i high_bits = broadcast256(x.hmask), minus4_scales = widen(_mm256_mullo_epi16(scales16, _mm256_set1_epi16(-4)));
       V512i sum[C];
       for (int c = 0; c < C; ++c) sum[c] = simde_mm512_setzero_si512();
       for (int h = 0; h < 2; ++h) {
@@ -439,7 +436,7 @@ struct DotQ23K {
         for (int p = 0; p < 2; ++p) {
           // Elements h*128 + 64p + [0, 64): j = 2p for the first 32, 2p + 1 for the next.
           V512i q = simde_mm512_and_si512(simde_mm512_srlv_epi32(bits, shift[p]), m2);
-          if constexpr (kThree) q = simde_mm512_mask_add_epi8(q, simde_mm512_test_epi8_mask(high_bits, third_bit[2 * h + p]), q, four);
+          q = simde_mm512_mask_add_epi8(q, simde_mm512_test_epi8_mask(high_bits, third_bit[2 * h + p]), q, four);
           const V512i s = simde_mm512_permutexvar_epi16(index[2 * h + p], scales);
           for (int c = 0; c < C; ++c) {
             sum[c] = simde_mm512_dpwssd_epi32(sum[c], simde_mm512_maddubs_epi16(q, load512(a[c][b].qs + 128 * h + 64 * p)), s);
@@ -448,16 +445,103 @@ struct DotQ23K {
       }
       const float d = f16_to_f32(x.d);
       for (int c = 0; c < C; ++c) {
-        if constexpr (kThree) {
-          sum[c] = simde_mm512_dpwssd_epi32(sum[c], minus4_scales, widen(load256(a[c][b].bsums)));
-        } else {
-          const __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc.offsets), load256(a[c][b].bsums));
-          acc_min[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(off), _mm256_set1_ps(-f16_to_f32(x.dmin) * a[c][b].d), acc_min[c]);
-        }
+        sum[c] = simde_mm512_dpwssd_epi32(sum[c], minus4_scales, widen(load256(a[c][b].bsums)));
         acc[c] = simde_mm512_fmadd_ps(to_float(sum[c]), simde_mm512_set1_ps(d * a[c][b].d), acc[c]);
       }
     }
-    for (int c = 0; c < C; ++c) out[c] = hsum512(acc[c]) + hsum(acc_min[c]);
+    for (int c = 0; c < C; ++c) out[c] = hsum512(acc[c]);
+  }
+};
+
+// Q2_K with four rows per register: each 128-bit lane holds the 16 codes (0-3) of one
+// sub-block of its row, as in DotQ6KRows4. Element h*128 + 32j + l is bits 2j..2j+1 of
+// qs[32h + l], so sub-block 8h + 2j + half is qs[32h + 16 half, +16) shifted right 2j. One
+// vpdpbusd takes it against 16 broadcast activations (|4 products| <= 4 x 3 x 128), and
+// one vpdpwssd multiplies each 32-bit lane by the sub-block's scale, as a (scale, 0) 16-bit
+// pair, and adds it: sum. The offset is min_sum = sum_k(min_k x bsums_k), bsums_k the
+// activations' sum over sub-block k, another exact integer per lane. Then per lane, row
+// and column, acc += a.d x (d x float(sum) - dmin x float(min_sum)), and a row's result is
+// (l0 + l1) + (l2 + l3) of acc. These bits are the set's own (the AVX2 kernel adds in
+// another order), the same for any rows beside a row and any column count: a group short
+// of four rows repeats its last row, and every call takes kGroups groups side by side,
+// then single groups. Against the one-row kernel this replaced: 1.13-1.24x with rows in
+// cache, and a little more of the read probe from memory (docs/PERFORMANCE.md, stop 47).
+struct DotQ2KRows4 {
+  using Block = BlockQ2_K;
+  static constexpr int kGroups = 2;
+
+  template <int C, int G>
+  static void group(int64_t n, const FileRows4<Block> (&x)[G], size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out,
+                    size_t out_stride, int last_rows) {
+    V512 acc[G][C];
+    for (int rg = 0; rg < G; ++rg)
+      for (int c = 0; c < C; ++c) acc[rg][c] = simde_mm512_setzero_ps();
+    const V512i m3 = simde_mm512_set1_epi8(3), m4 = simde_mm512_set1_epi8(0x0F), zero = simde_mm512_setzero_si512();
+    for (int64_t b = 0; b < n / 256; ++b) {
+      V512i scales_mins[G], scales[G], sum[G][C];
+      for (int rg = 0; rg < G; ++rg) {
+        x[rg].prefetch(b, row_bytes, 4 * G);
+        scales_mins[rg] = x[rg].field16(b, offsetof(Block, scales));  // row i's in lane i: scale k low nibble of byte k, min high
+        scales[rg] = simde_mm512_and_si512(scales_mins[rg], m4);
+        for (int c = 0; c < C; ++c) sum[rg][c] = simde_mm512_setzero_si512();
+      }
+      for (int h = 0; h < 2; ++h) {
+        RowHalves qs[G];
+        for (int rg = 0; rg < G; ++rg) qs[rg] = x[rg].field32(b, offsetof(Block, qs) + 32 * h);
+        for (int j = 0; j < 4; ++j) {
+          for (int half = 0; half < 2; ++half) {
+            const int k = 8 * h + 2 * j + half;
+            V512i q[G], scale[G];
+            for (int rg = 0; rg < G; ++rg) {
+              const V512i bits = half == 0 ? qs[rg].first : qs[rg].second;
+              q[rg] = simde_mm512_and_si512(j == 0 ? bits : simde_mm512_srli_epi16(bits, 2 * j), m3);
+              // Scale k in each 32-bit lane's low byte, zeros above: its (scale, 0) pair.
+              scale[rg] = simde_mm512_shuffle_epi8(scales[rg], simde_mm512_set1_epi32(static_cast<int>(0x80808000u | static_cast<uint32_t>(k))));
+            }
+            for (int c = 0; c < C; ++c) {
+              const V512i act16 = broadcast128(a[c][b].qs + 128 * h + 32 * j + 16 * half);
+              for (int rg = 0; rg < G; ++rg) {
+                const V512i part = simde_mm512_dpbusd_epi32(simde_mm512_setzero_si512(), q[rg], act16);
+                sum[rg][c] = simde_mm512_dpwssd_epi32(sum[rg][c], part, scale[rg]);
+              }
+            }
+          }
+        }
+      }
+      for (int rg = 0; rg < G; ++rg) {
+        const V512 d = x[rg].f16(b, offsetof(Block, d)), dmin = x[rg].f16(b, offsetof(Block, dmin));
+        const V512i mins = simde_mm512_and_si512(simde_mm512_srli_epi16(scales_mins[rg], 4), m4);
+        const V512i mins_low = simde_mm512_unpacklo_epi8(mins, zero), mins_high = simde_mm512_unpackhi_epi8(mins, zero);  // 16-bit mins 0-7, 8-15
+        for (int c = 0; c < C; ++c) {
+          const V512i min_sum = simde_mm512_dpwssd_epi32(simde_mm512_madd_epi16(mins_low, broadcast128(a[c][b].bsums)), mins_high,
+                                                         broadcast128(a[c][b].bsums + 8));
+          const V512 block = simde_mm512_fnmadd_ps(dmin, to_float(min_sum), simde_mm512_mul_ps(d, to_float(sum[rg][c])));
+          acc[rg][c] = simde_mm512_fmadd_ps(simde_mm512_set1_ps(a[c][b].d), block, acc[rg][c]);
+        }
+      }
+    }
+    for (int rg = 0; rg < G; ++rg) {
+      for (int c = 0; c < C; ++c) acc[rg][c] = add_row_lanes(acc[rg][c]);
+      store_rows4(acc[rg], out + 4 * rg, out_stride, rg == G - 1 ? last_rows : 4);
+    }
+  }
+
+  template <int C>
+  static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
+                     size_t out_stride) {
+    const BlockQ8_K* a[C];
+    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c);
+    int64_t r = 0;
+    // Calls of G groups up to row `end`; past n_rows, the last row again.
+    auto calls = [&]<int G>(std::integral_constant<int, G>, int64_t end) {
+      for (; r < end; r += 4 * G) {
+        FileRows4<Block> x[G];
+        for (int i = 0; i < 4 * G; ++i) x[i / 4].x[i % 4] = reinterpret_cast<const Block*>(w + static_cast<size_t>(std::min(r + i, n_rows - 1)) * row_bytes);
+        group<C, G>(n, x, row_bytes, a, out + r, out_stride, static_cast<int>(std::min<int64_t>(4, n_rows - r - 4 * (G - 1))));
+      }
+    };
+    calls(std::integral_constant<int, kGroups>{}, n_rows / (4 * kGroups) * (4 * kGroups));
+    calls(std::integral_constant<int, 1>{}, n_rows);
   }
 };
 
@@ -781,8 +865,8 @@ KernelSet make_avx512(const char* name) {
   set(Type::Q4_K, entry<DotQ45KRows4<false, kMinCols>>);
   set(Type::Q5_K, entry<DotQ45KRows4<true, kMinCols>>);
   set(Type::Q6_K, entry<DotQ6KRows4<kMinCols>>);
-  set(Type::Q2_K, entry<DotQ23K<false>>);
-  set(Type::Q3_K, entry<DotQ23K<true>>);
+  set(Type::Q2_K, entry<DotQ2KRows4>);
+  set(Type::Q3_K, entry<DotQ3K>);
   set(Type::IQ4_XS, entry<DotIQ4XS>);
   set(Type::Q4_0, entry<Dot32Rows4<Rows4Q4_0>>);
   set(Type::Q4_1, entry<Dot32Rows4<Rows4Q4_1>>);
