@@ -464,8 +464,9 @@ struct DotQ3K {
 // (l0 + l1) + (l2 + l3) of acc. These bits are the set's own (the AVX2 kernel adds in
 // another order), the same for any rows beside a row and any column count: a group short
 // of four rows repeats its last row, and every call takes kGroups groups side by side,
-// then single groups. Against the one-row kernel this replaced: 1.13-1.24x with rows in
-// cache, and a little more of the read probe from memory (docs/PERFORMANCE.md, stop 47).
+// then single groups. Against the one-row kernel this replaced: 1.23x with rows in cache
+// and one column, 1.04-1.08x for prompts; from DRAM, and in decode end to end, level within
+// the noise (docs/PERFORMANCE.md, stop 47).
 struct DotQ2KRows4 {
   using Block = BlockQ2_K;
   static constexpr int kGroups = 2;
