@@ -453,6 +453,22 @@ struct DotQ3K {
   }
 };
 
+// One 16-element sub-block of each of four rows per register (codes unsigned, in q[rg]),
+// against the 16 activations at element `at` of each column's block b: per 32-bit lane,
+// the sum of four products (|sum| < 2^15), times the lane's (scale, 0) 16-bit pair in
+// scale[rg], added to sum[rg][c]. The G groups share each activation broadcast.
+template <int C, int G>
+inline void add_scaled_subblock(V512i (&sum)[G][C], const V512i (&q)[G], const V512i (&scale)[G], const BlockQ8_K* const (&a)[C],
+                                int64_t b, int at) {
+  for (int c = 0; c < C; ++c) {
+    const V512i act16 = broadcast128(a[c][b].qs + at);
+    for (int rg = 0; rg < G; ++rg) {
+      const V512i part = simde_mm512_dpbusd_epi32(simde_mm512_setzero_si512(), q[rg], act16);
+      sum[rg][c] = simde_mm512_dpwssd_epi32(sum[rg][c], part, scale[rg]);
+    }
+  }
+}
+
 // Q2_K with four rows per register: each 128-bit lane holds the 16 codes (0-3) of one
 // sub-block of its row, as in DotQ6KRows4. Element h*128 + 32j + l is bits 2j..2j+1 of
 // qs[32h + l], so sub-block 8h + 2j + half is qs[32h + 16 half, +16) shifted right 2j. One
@@ -499,13 +515,7 @@ struct DotQ2KRows4 {
               // Scale k in each 32-bit lane's low byte, zeros above: its (scale, 0) pair.
               scale[rg] = simde_mm512_shuffle_epi8(scales[rg], simde_mm512_set1_epi32(static_cast<int>(0x80808000u | static_cast<uint32_t>(k))));
             }
-            for (int c = 0; c < C; ++c) {
-              const V512i act16 = broadcast128(a[c][b].qs + 128 * h + 32 * j + 16 * half);
-              for (int rg = 0; rg < G; ++rg) {
-                const V512i part = simde_mm512_dpbusd_epi32(simde_mm512_setzero_si512(), q[rg], act16);
-                sum[rg][c] = simde_mm512_dpwssd_epi32(sum[rg][c], part, scale[rg]);
-              }
-            }
+            add_scaled_subblock(sum, q, scale, a, b, 128 * h + 32 * j + 16 * half);
           }
         }
       }
@@ -823,13 +833,7 @@ struct DotQ6KRows4 {
                 // Scale of sub-block 8h + 2g + half as (scale, 0) 16-bit pairs.
                 scale[rg] = simde_mm512_shuffle_epi8(scales16[rg][h], simde_mm512_set1_epi32(static_cast<int>(0x80800000u | static_cast<uint32_t>(2 * k) | static_cast<uint32_t>(2 * k + 1) << 8)));
               }
-              for (int c = 0; c < C; ++c) {
-                const V512i act16 = broadcast128(a[c][b].qs + 128 * h + 32 * g + 16 * half);
-                for (int rg = 0; rg < G; ++rg) {
-                  const V512i part = simde_mm512_dpbusd_epi32(simde_mm512_setzero_si512(), q[rg], act16);
-                  sum[rg][c] = simde_mm512_dpwssd_epi32(sum[rg][c], part, scale[rg]);
-                }
-              }
+              add_scaled_subblock(sum, q, scale, a, b, 128 * h + 32 * g + 16 * half);
             }
           }
         }
