@@ -482,14 +482,18 @@ inline void add_scaled_subblock(V512i (&sum)[G][C], const V512i (&q)[G], const V
 // of four rows repeats its last row, and every call takes kGroups groups side by side,
 // then single groups. Against the one-row kernel this replaced: 1.23x with rows in cache
 // and one column, 1.04-1.08x for prompts; from DRAM, and in decode end to end, level within
-// the noise (docs/PERFORMANCE.md, stop 47).
+// the noise (docs/PERFORMANCE.md, stop 47). With kPacked the groups are in the four-row
+// layout, the rows after them in the file's, and a call with one column takes one group,
+// one stream, as DotQ45KRows4's does.
+template <bool kPacked = false>
 struct DotQ2KRows4 {
   using Block = BlockQ2_K;
-  static constexpr int kGroups = 2;
+  template <int C>
+  static constexpr int kGroups = kPacked && C == 1 ? 1 : 2;  // groups of four rows per call, for C columns
 
-  template <int C, int G>
-  static void group(int64_t n, const FileRows4<Block> (&x)[G], size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out,
-                    size_t out_stride, int last_rows) {
+  template <int C, int G, typename Rows>
+  static void group(int64_t n, const Rows (&x)[G], size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride,
+                    int last_rows) {
     V512 acc[G][C];
     for (int rg = 0; rg < G; ++rg)
       for (int c = 0; c < C; ++c) acc[rg][c] = simde_mm512_setzero_ps();
@@ -542,17 +546,30 @@ struct DotQ2KRows4 {
                      size_t out_stride) {
     const BlockQ8_K* a[C];
     for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c);
+    constexpr int G = kGroups<C>;
     int64_t r = 0;
-    // Calls of G groups up to row `end`; past n_rows, the last row again.
-    auto calls = [&]<int G>(std::integral_constant<int, G>, int64_t end) {
-      for (; r < end; r += 4 * G) {
-        FileRows4<Block> x[G];
-        for (int i = 0; i < 4 * G; ++i) x[i / 4].x[i % 4] = reinterpret_cast<const Block*>(w + static_cast<size_t>(std::min(r + i, n_rows - 1)) * row_bytes);
-        group<C, G>(n, x, row_bytes, a, out + r, out_stride, static_cast<int>(std::min<int64_t>(4, n_rows - r - 4 * (G - 1))));
+    if constexpr (kPacked) {
+      // The complete groups, G at a time while G fit, then one at a time.
+      auto calls = [&]<int H>(std::integral_constant<int, H>) {
+        for (; r + 4 * H <= n_rows; r += 4 * H) {
+          PackedRows4<Block> x[H];
+          for (int g = 0; g < H; ++g) x[g].group = w + static_cast<size_t>(r + 4 * g) * row_bytes;
+          group<C, H>(n, x, row_bytes, a, out + r, out_stride, 4);
+        }
+      };
+      calls(std::integral_constant<int, G>{});
+      if constexpr (G > 1) calls(std::integral_constant<int, 1>{});
+    }
+    // In the file layout: calls of H groups up to row `end`; past n_rows, the last row again.
+    auto file_calls = [&]<int H>(std::integral_constant<int, H>, int64_t end) {
+      for (; r < end; r += 4 * H) {
+        FileRows4<Block> x[H];
+        for (int i = 0; i < 4 * H; ++i) x[i / 4].x[i % 4] = reinterpret_cast<const Block*>(w + static_cast<size_t>(std::min(r + i, n_rows - 1)) * row_bytes);
+        group<C, H>(n, x, row_bytes, a, out + r, out_stride, static_cast<int>(std::min<int64_t>(4, n_rows - r - 4 * (H - 1))));
       }
     };
-    calls(std::integral_constant<int, kGroups>{}, n_rows / (4 * kGroups) * (4 * kGroups));
-    calls(std::integral_constant<int, 1>{}, n_rows);
+    file_calls(std::integral_constant<int, G>{}, n_rows / (4 * G) * (4 * G));
+    file_calls(std::integral_constant<int, 1>{}, n_rows);
   }
 };
 
@@ -870,7 +887,7 @@ KernelSet make_avx512(const char* name) {
   set(Type::Q4_K, entry<DotQ45KRows4<false, kMinCols>>);
   set(Type::Q5_K, entry<DotQ45KRows4<true, kMinCols>>);
   set(Type::Q6_K, entry<DotQ6KRows4<kMinCols>>);
-  set(Type::Q2_K, entry<DotQ2KRows4>);
+  set(Type::Q2_K, entry<DotQ2KRows4<>>);
   set(Type::Q3_K, entry<DotQ3K>);
   set(Type::IQ4_XS, entry<DotIQ4XS>);
   set(Type::Q4_0, entry<Dot32Rows4<Rows4Q4_0>>);
@@ -888,6 +905,7 @@ KernelSet make_avx512(const char* name) {
   set_rows4(Type::Q8_0, entry<Dot32Rows4<Rows4Q8_0, true>>);
   set_rows4(Type::IQ4_NL, entry<Dot32Rows4<Rows4IQ4_NL, true>>);
   set_rows4(Type::MXFP4, entry<Dot32Rows4<Rows4MXFP4, true>>);
+  set_rows4(Type::Q2_K, entry<DotQ2KRows4<true>>);  // Q2_K's kernel takes every column count in both sets
   if constexpr (kMinCols == 1) {  // with more, rows4_matmul gives one column to the AVX2 kernels, which read the file layout
     set_rows4(Type::Q4_K, entry<DotQ45KRows4<false, 1, true>>);
     set_rows4(Type::Q5_K, entry<DotQ45KRows4<true, 1, true>>);

@@ -1,13 +1,14 @@
 #pragma once
 // The four-row layout of the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL,
-// MXFP4) and of Q4_K, Q5_K and Q6_K, for weights in RAM on CPUs whose kernel set reads it
-// (KernelSet::dot_rows4; for the K formats only where it takes one column with four rows,
-// Zen 5). Q8_0 and the K formats only for rows shorter than kLongRowCols: with rows of
+// MXFP4) and of Q2_K, Q4_K, Q5_K and Q6_K, for weights in RAM on CPUs whose kernel set
+// reads it (KernelSet::dot_rows4; for Q4_K, Q5_K and Q6_K only where it takes one column
+// with four rows, Zen 5). Q8_0 and the K formats only for rows shorter than kLongRowCols: with rows of
 // 2048 elements Q8_0's file layout streamed 0.93-0.98 of the read probe and this one
 // 0.82-0.88, with rows of 768 0.64-0.74 against 0.82-0.89; the K formats' layout made
 // decode of a Q4_K model with rows of 2048 about 8% slower, while rows of 768 stream
-// 0.77-0.92 of the probe in it against 0.61-0.79 (docs/PERFORMANCE.md, "Q8_0 in the
-// four-row layout" and "The K formats in the four-row layout, for short rows").
+// 0.77-0.92 of the probe in it against 0.61-0.79, Q2_K's 0.79-0.86 against 0.62-0.73
+// (docs/PERFORMANCE.md, "Q8_0 in the four-row layout", "The K formats in the four-row
+// layout, for short rows" and "Q2_K in the four-row layout").
 //
 // In a file, a matrix's rows follow one another, so a kernel that takes four or eight rows
 // at a time reads as many streams of memory. In this layout rows go in groups of four, and
