@@ -9,8 +9,8 @@
 // and give the AVX2 kernels' bits. The 32-element formats (Dot32Rows4) take four rows per
 // register too, with bits of their own, the same for any rows and columns. Both read the
 // file layout or the four-row layout (quant/rows4_layout.h; the K formats only in the set
-// that takes one column with four rows). Q2_K takes four rows per register too, from the
-// file layout, with bits of its own. Q3_K and IQ4_XS work on 64 elements of one row per
+// that takes one column with four rows). Q2_K takes four rows per register too, from
+// either layout, with bits of its own. Q3_K and IQ4_XS work on 64 elements of one row per
 // register: codes (unsigned) times activations with vpmaddubsw, then vpdpwssd multiplies
 // those pair sums by the sub-block scales and accumulates, in one instruction where AVX2
 // needs two.
@@ -469,6 +469,21 @@ inline void add_scaled_subblock(V512i (&sum)[G][C], const V512i (&q)[G], const V
   }
 }
 
+// The end of block b for the K formats with mins (Q2_K, Q4_K, Q5_K), per 32-bit lane and
+// column c: acc[c] += a.d x (d x float(sum[c]) - dmin x float(min_sum)), where min_sum is
+// the activations' 16-element sums (bsums) 0-7 times the lane's 16-bit mins_low, plus
+// bsums 8-15 times mins_high: an exact integer.
+template <int C>
+inline void add_block_with_mins(V512 (&acc)[C], const V512i (&sum)[C], V512 d, V512 dmin, V512i mins_low, V512i mins_high,
+                                const BlockQ8_K* const (&a)[C], int64_t b) {
+  for (int c = 0; c < C; ++c) {
+    const V512i min_sum = simde_mm512_dpwssd_epi32(simde_mm512_madd_epi16(mins_low, broadcast128(a[c][b].bsums)), mins_high,
+                                                   broadcast128(a[c][b].bsums + 8));
+    const V512 block = simde_mm512_fnmadd_ps(dmin, to_float(min_sum), simde_mm512_mul_ps(d, to_float(sum[c])));
+    acc[c] = simde_mm512_fmadd_ps(simde_mm512_set1_ps(a[c][b].d), block, acc[c]);
+  }
+}
+
 // Q2_K with four rows per register: each 128-bit lane holds the 16 codes (0-3) of one
 // sub-block of its row, as in DotQ6KRows4. Element h*128 + 32j + l is bits 2j..2j+1 of
 // qs[32h + l], so sub-block 8h + 2j + half is qs[32h + 16 half, +16) shifted right 2j. One
@@ -527,12 +542,7 @@ struct DotQ2KRows4 {
         const V512 d = x[rg].f16(b, offsetof(Block, d)), dmin = x[rg].f16(b, offsetof(Block, dmin));
         const V512i mins = simde_mm512_and_si512(simde_mm512_srli_epi16(scales_mins[rg], 4), m4);
         const V512i mins_low = simde_mm512_unpacklo_epi8(mins, zero), mins_high = simde_mm512_unpackhi_epi8(mins, zero);  // 16-bit mins 0-7, 8-15
-        for (int c = 0; c < C; ++c) {
-          const V512i min_sum = simde_mm512_dpwssd_epi32(simde_mm512_madd_epi16(mins_low, broadcast128(a[c][b].bsums)), mins_high,
-                                                         broadcast128(a[c][b].bsums + 8));
-          const V512 block = simde_mm512_fnmadd_ps(dmin, to_float(min_sum), simde_mm512_mul_ps(d, to_float(sum[rg][c])));
-          acc[rg][c] = simde_mm512_fmadd_ps(simde_mm512_set1_ps(a[c][b].d), block, acc[rg][c]);
-        }
+        add_block_with_mins(acc[rg], sum[rg], d, dmin, mins_low, mins_high, a, b);
       }
     }
     for (int rg = 0; rg < G; ++rg) {
@@ -768,12 +778,7 @@ struct DotQ45KRows4 {
         const V512 d = x[rg].f16(b, offsetof(Block, d)), dmin = x[rg].f16(b, offsetof(Block, dmin));
         const V512i mins_low = simde_mm512_shuffle_epi8(scales_mins[rg], mins_index[0]);
         const V512i mins_high = simde_mm512_shuffle_epi8(scales_mins[rg], mins_index[1]);
-        for (int c = 0; c < C; ++c) {
-          const V512i min_sum = simde_mm512_dpwssd_epi32(simde_mm512_madd_epi16(mins_low, broadcast128(a[c][b].bsums)), mins_high,
-                                                         broadcast128(a[c][b].bsums + 8));
-          const V512 block = simde_mm512_fnmadd_ps(dmin, to_float(min_sum), simde_mm512_mul_ps(d, to_float(sum[rg][c])));
-          acc[rg][c] = simde_mm512_fmadd_ps(simde_mm512_set1_ps(a[c][b].d), block, acc[rg][c]);
-        }
+        add_block_with_mins(acc[rg], sum[rg], d, dmin, mins_low, mins_high, a, b);
       }
     }
     for (int rg = 0; rg < G; ++rg) {
