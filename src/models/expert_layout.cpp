@@ -6,12 +6,16 @@
 
 namespace epq::models {
 
+std::string expert_tensor_name(int layer, int part) {
+  const char* names[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+  return "blk." + std::to_string(layer) + "." + names[part] + ".weight";
+}
+
 ExpertLayout read_expert_layout(const gguf::File& file, int layer, int64_t n_embd) {
   ExpertLayout l;
-  const char* names[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
   ExpertPart* parts[3] = {&l.gate, &l.up, &l.down};
   for (int i = 0; i < 3; ++i) {
-    const std::string name = "blk." + std::to_string(layer) + "." + names[i] + ".weight";
+    const std::string name = expert_tensor_name(layer, i);
     const gguf::TensorInfo* t = file.find_tensor(name);
     if (t == nullptr) fail("{}: missing tensor '{}'", file.path(), name);
     if (t->dims.size() != 3 || t->dims[0] == 0 || t->dims[1] == 0 || t->dims[2] == 0) {

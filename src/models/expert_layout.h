@@ -3,6 +3,7 @@
 // 3-D tensor [cols, rows, n_expert]; expert e's matrix is the contiguous byte range
 // [offset + e * bytes, offset + (e + 1) * bytes) of the tensor's shard.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "gguf/file.h"
@@ -26,6 +27,9 @@ struct ExpertLayout {
   uint64_t expert_bytes() const { return gate.bytes + up.bytes + down.bytes; }
   const ExpertPart& part(int i) const { return i == 0 ? gate : i == 1 ? up : down; }
 };
+
+// blk.<layer>.ffn_{gate,up,down}_exps.weight for part 0, 1, 2 (ExpertLayout::part).
+std::string expert_tensor_name(int layer, int part);
 
 // Reads the layout of blk.<layer>.ffn_{gate,up,down}_exps.weight, checking that the
 // shapes agree (gate/up [n_embd, n_ff, n_expert], down [n_ff, n_embd, n_expert]).

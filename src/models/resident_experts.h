@@ -1,11 +1,14 @@
 #pragma once
-// ExpertSource over a fully mapped model (every shard): every expert is always ready.
+// ExpertSource over a model that is all in RAM: every expert is always ready, in the file's
+// mapping or in the buffer the weights were read into (ResidentWeights).
+#include <array>
 #include <cstdint>
 #include <vector>
 
 #include "gguf/file.h"
 #include "models/expert_layout.h"
 #include "models/expert_source.h"
+#include "models/resident_weights.h"
 
 namespace epq::models {
 
@@ -14,15 +17,20 @@ Matrix expert_matrix(const ExpertPart& part, const uint8_t* data, bool rows4 = f
 
 class ResidentExperts : public ExpertSource {
  public:
-  ResidentExperts(const gguf::File& file, std::vector<ExpertLayout> layouts);
+  // `weights` holds every layer's routed expert tensors.
+  ResidentExperts(const gguf::File& file, std::vector<ExpertLayout> layouts, const ResidentWeights& weights);
   void begin(int layer, std::span<const int> experts) override;
   bool next(std::vector<ReadyExpert>& ready) override;
 
  private:
-  const uint8_t* data(const ExpertPart& part, int expert) const;
+  struct PartData {
+    const uint8_t* expert0 = nullptr;  // expert 0's matrix; expert e's is e matrices further
+    bool rows4 = false;
+  };
+  Matrix matrix(int part, int expert) const;
 
-  std::vector<const uint8_t*> shard_base_;  // each shard's mapping
   std::vector<ExpertLayout> layouts_;
+  std::vector<std::array<PartData, 3>> parts_;  // by layer: gate, up, down
   int layer_ = 0;
   std::vector<int> pending_;
 };

@@ -1,6 +1,5 @@
 #include "models/resident_weights.h"
 
-#include "models/tensor_role.h"
 #include "util/error.h"
 
 namespace epq::models {
@@ -13,9 +12,7 @@ const uint8_t* ResidentWeights::get(const gguf::File& file, const std::string& n
 
 ResidentWeights ResidentWeights::from_mapping(const gguf::File& file) {
   ResidentWeights w;
-  for (const gguf::TensorInfo& t : file.tensors()) {
-    if (classify_tensor(t.name) != TensorRole::kRoutedExpert) w.add(t.name, file.tensor_data(t).data());
-  }
+  for (const gguf::TensorInfo& t : file.tensors()) w.add(t.name, file.tensor_data(t).data());
   return w;
 }
 

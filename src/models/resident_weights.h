@@ -1,6 +1,7 @@
 #pragma once
-// The data of a model's resident (non-expert) tensors, by name: pointers into the mapped
-// file, or into one buffer the tensors were read into (see runtime/weight_loader).
+// The data of a model's tensors, by name: pointers into the mapped file, or into one buffer
+// the tensors were read into (runtime/resident_loader.h); routed experts only when the
+// whole model is in RAM (models/resident_experts.h).
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -21,7 +22,7 @@ class ResidentWeights {
     return it != data_.end() && it->second.rows4;
   }
 
-  // Every tensor except routed experts, pointing into the file's mapping.
+  // Every tensor, pointing into the file's mapping.
   static ResidentWeights from_mapping(const gguf::File& file);
 
  private:

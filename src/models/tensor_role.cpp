@@ -1,5 +1,7 @@
 #include "models/tensor_role.h"
 
+#include <charconv>
+
 namespace epq::models {
 
 TensorRole classify_tensor(std::string_view name) {
@@ -13,6 +15,14 @@ TensorRole classify_tensor(std::string_view name) {
   if (name.starts_with("token_embd")) return TensorRole::kEmbedding;
   if (name.starts_with("output")) return TensorRole::kOutput;
   return TensorRole::kOther;
+}
+
+int tensor_block(std::string_view name) {
+  if (!name.starts_with("blk.")) return -1;
+  int block = 0;
+  const char* end = name.data() + name.size();
+  const auto [at, error] = std::from_chars(name.data() + 4, end, block);
+  return error == std::errc() && at != end && *at == '.' ? block : -1;
 }
 
 const char* role_name(TensorRole role) {

@@ -8,6 +8,8 @@ namespace epq::models {
 enum class TensorRole { kRoutedExpert, kSharedExpert, kAttention, kEmbedding, kOutput, kDenseFfn, kRouter, kNorm, kOther };
 
 TensorRole classify_tensor(std::string_view name);
+// The block of a tensor named blk.<block>.<...>, or -1 for a tensor outside the blocks.
+int tensor_block(std::string_view name);
 const char* role_name(TensorRole role);
 inline constexpr TensorRole kAllRoles[] = {
     TensorRole::kRoutedExpert, TensorRole::kAttention, TensorRole::kEmbedding, TensorRole::kOutput,

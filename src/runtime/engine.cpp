@@ -12,6 +12,7 @@
 #include "runtime/routing_recorder.h"
 #include "util/error.h"
 #include "util/format.h"
+#include "util/memory_limit.h"
 
 namespace epq::runtime {
 
@@ -40,6 +41,7 @@ EngineOptions resolve(EngineOptions o) {
   if (o.n_threads > cpus) fail("--threads {} is more than the {} CPUs this process may run on", o.n_threads, cpus);
   if (o.n_threads <= 0) o.n_threads = physical_core_count();
   if (!o.ram_budget) o.ram_budget = budget_from_environment();
+  if (o.mmap && o.ram_budget) fail("--mmap is for runs all in RAM: with a budget (--ram-budget or EPQ_RAM_BUDGET_MB) experts are paged from the file");
   if (!o.prefetch) o.prefetch = o.route_trace.empty() ? pager::Prefetch::kStaleGate : pager::Prefetch::kOff;
   quant::active_kernels();  // an unusable EPQ_KERNELS fails before the model loads (serve: before it listens)
   return o;
@@ -47,7 +49,7 @@ EngineOptions resolve(EngineOptions o) {
 
 Engine::Engine(const EngineOptions& options)
     : options_(resolve(options)),
-      file_(gguf::File::open(options_.model_path, options_.ram_budget ? gguf::File::Access::kHeaderOnly : gguf::File::Access::kAll)) {
+      file_(gguf::File::open(options_.model_path, options_.mmap ? gguf::File::Access::kAll : gguf::File::Access::kHeaderOnly)) {
   tokenizer_.emplace(text::Tokenizer::from_gguf(file_));
   const models::ModelOptions model_options{options_.expert_used, options_.chunked_delta_rule};
   auto note = [&](const std::string& text) {
@@ -64,8 +66,30 @@ Engine::Engine(const EngineOptions& options)
     note(replayer_->description());
   };
   if (!options_.ram_budget) {
-    model_ = models::load_model(file_, models::ResidentWeights::from_mapping(file_), model_options);
-    resident_experts_ = std::make_unique<models::ResidentExperts>(file_, model_->info().experts);
+    // The weights are read into the process's memory, in 2 MiB pages and the kernels'
+    // layout, where they fit with a tenth of the memory available to spare (for the KV
+    // cache, scratch and the rest of the system); else, or with --mmap, used from the file's
+    // mapping in the page cache (4 KiB pages for much of it).
+    const int n_layer = models::read_model_info(file_, model_options).n_layer;
+    const uint64_t needed = resident_bytes(file_, n_layer, true), available = available_memory();
+    if (!options_.mmap && needed <= available / 10 * 9) {
+      file_.unmap();  // from here on, weights come only through direct reads
+      source_ = std::make_unique<pager::ShardFiles>(file_.shard_paths(), options_.io.force_buffered);
+      resident_ = std::make_unique<ResidentLoader>(file_, *source_, n_layer, true, !options_.quiet);
+      if (resident_->seconds() >= 1) {  // small models load silently
+        note(fmt::format("all in RAM: weights read into memory ({}, {} of it in the four-row layout) in {:.1f} s",
+                         format_bytes(resident_->bytes()), format_bytes(resident_->rows4_bytes()), resident_->seconds()));
+      }
+    } else if (!options_.mmap) {
+      note(fmt::format("all in RAM: the model's weights ({}) do not fit in the memory available ({}) with a tenth to spare, so they are "
+                       "read from the file's mapping, in the page cache; --ram-budget pages the experts instead",
+                       format_bytes(needed), format_bytes(available)));
+      file_ = gguf::File::open(options_.model_path, gguf::File::Access::kAll);  // it was opened for the header only
+    }
+    const models::ResidentWeights mapped = resident_ ? models::ResidentWeights() : models::ResidentWeights::from_mapping(file_);
+    const models::ResidentWeights& weights = resident_ ? resident_->weights() : mapped;
+    model_ = models::load_model(file_, weights, model_options);
+    resident_experts_ = std::make_unique<models::ResidentExperts>(file_, model_->info().experts, weights);
     load_route_trace(model_->info());
   } else {
     const models::ModelInfo info = models::read_model_info(file_, model_options);
@@ -76,7 +100,7 @@ Engine::Engine(const EngineOptions& options)
                                                          *options_.prefetch == pager::Prefetch::kHistory, options_.n_sequences});
     if (!plan_->feasible) fail("{}", plan_->refusal());
     source_ = std::make_unique<pager::ShardFiles>(file_.shard_paths(), options_.io.force_buffered);
-    resident_ = std::make_unique<ResidentLoader>(file_, *source_, info.n_layer);
+    resident_ = std::make_unique<ResidentLoader>(file_, *source_, info.n_layer, false, !options_.quiet);
     model_ = models::load_model(file_, resident_->weights(), model_options);
     pager::PagerOptions po{plan_->slots, options_.evict, options_.io, *options_.prefetch};
     pager_ = std::make_unique<pager::Pager>(file_.shard_paths(), model_->info().experts, po);

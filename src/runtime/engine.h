@@ -45,6 +45,9 @@ struct EngineOptions {
   // trace, which replaces the routers the gate predicts from (resolve fills it in).
   std::optional<pager::Prefetch> prefetch;
   bool quiet = false;  // no notes on stderr
+  // All in RAM: the weights are read from the file's mapping, in the page cache, as they
+  // are; by default they are read into the process's memory (runtime/resident_loader.h).
+  bool mmap = false;
   uint64_t reserved_bytes = 0;  // budget kept for the caller (e.g. the HTTP server's threads)
   bool all_logits = false;  // the logits of every prompt position are wanted (perplexity)
   int n_sequences = 1;  // sequences the caller keeps at once, each with its own state (the memory plan counts them)

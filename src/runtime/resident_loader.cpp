@@ -1,49 +1,62 @@
 #include "runtime/resident_loader.h"
 
-#include <cstdio>
+#include <fmt/core.h>
 
 #include "models/tensor_role.h"
 #include "quant/rows4_layout.h"
+#include "util/format.h"
+#include "util/progress.h"
 
 namespace epq::runtime {
 namespace {
 
-bool resident(const gguf::TensorInfo& t, int n_layer) {
-  if (models::classify_tensor(t.name) == models::TensorRole::kRoutedExpert) return false;
-  int block = -1;
-  return !(std::sscanf(t.name.c_str(), "blk.%d.", &block) == 1 && block >= n_layer);
+bool loaded(const gguf::TensorInfo& t, int n_layer, bool with_experts) {
+  return (with_experts || models::classify_tensor(t.name) != models::TensorRole::kRoutedExpert) && models::tensor_block(t.name) < n_layer;
 }
 
-// A layer's matrix (never the token embeddings, whose rows are looked up one by one) that
-// the active kernels can read in the four-row layout.
-bool rows4_layout(const gguf::TensorInfo& t) { return t.name.starts_with("blk.") && t.dims.size() == 2 && quant::use_rows4_layout(t.type, t.dims[0]); }
+// A layer's matrix (2-D), or a layer's routed experts (3-D, a matrix per expert), that the
+// active kernels read in the four-row layout. Never the token embeddings, whose rows are
+// looked up one by one.
+bool rows4_layout(const gguf::TensorInfo& t) {
+  const bool matrices = t.dims.size() == 2 || (t.dims.size() == 3 && models::classify_tensor(t.name) == models::TensorRole::kRoutedExpert);
+  return models::tensor_block(t.name) >= 0 && matrices && quant::use_rows4_layout(t.type, t.dims[0]);
+}
 
 uint64_t region_bytes(const gguf::TensorInfo& t) { return pager::align_up(t.offset + t.bytes) - pager::align_down(t.offset); }
 
 }  // namespace
 
-uint64_t resident_bytes(const gguf::File& file, int n_layer) {
+uint64_t resident_bytes(const gguf::File& file, int n_layer, bool with_experts) {
   uint64_t total = 0;
   for (const gguf::TensorInfo& t : file.tensors()) {
-    if (resident(t, n_layer)) total += region_bytes(t);
+    if (loaded(t, n_layer, with_experts)) total += region_bytes(t);
   }
   return total;
 }
 
-ResidentLoader::ResidentLoader(const gguf::File& file, const pager::ShardFiles& source, int n_layer)
-    : buffer_(resident_bytes(file, n_layer)) {
+ResidentLoader::ResidentLoader(const gguf::File& file, const pager::ShardFiles& source, int n_layer, bool with_experts, bool progress) {
+  ProgressLine line(progress);
+  buffer_ = Buffer(resident_bytes(file, n_layer, with_experts));
   uint64_t at = 0;
   for (const gguf::TensorInfo& t : file.tensors()) {
-    if (!resident(t, n_layer)) continue;
+    if (!loaded(t, n_layer, with_experts)) continue;
     const uint64_t start = pager::align_down(t.offset), length = region_bytes(t);
     uint8_t* dest = buffer_.data() + at;
     source[t.shard].read_aligned(start, length, dest, t.offset + t.bytes - start);
     uint8_t* data = dest + (t.offset - start);
     const bool rows4 = rows4_layout(t);
-    if (rows4) quant::to_rows4_layout(t.type, data, t.dims[1], t.dims[0]);
+    if (rows4) {
+      const int64_t rows = t.dims[1], matrices = t.dims.size() == 3 ? t.dims[2] : 1;
+      const uint64_t matrix_bytes = static_cast<uint64_t>(rows) * t.row_bytes();
+      for (int64_t m = 0; m < matrices; ++m) quant::to_rows4_layout(t.type, data + m * matrix_bytes, rows, t.dims[0]);
+      rows4_bytes_ += t.bytes;
+    }
     weights_.add(t.name, data, rows4);
     at += length;
+    if (line.elapsed_seconds() > 1) line.update(fmt::format("reading the weights: {} of {}", format_bytes(at), format_bytes(buffer_.size())));
   }
+  line.finish();
+  seconds_ = line.elapsed_seconds();
 }
 
 }  // namespace epq::runtime

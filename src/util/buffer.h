@@ -1,7 +1,8 @@
 #pragma once
 // A page-aligned anonymous memory region from mmap. Large allocations go through this
 // type so the memory ledger knows their exact size; pages are touched (committed) at
-// creation so the process's peak is reached up front, not in the middle of a run.
+// creation so the process's peak is reached up front, not in the middle of a run, and
+// regions of 2 MiB or more ask for transparent huge pages.
 #include <cstddef>
 #include <cstdint>
 

@@ -6,11 +6,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <sstream>
 
 #include "util/error.h"
@@ -81,22 +84,49 @@ Cgroup make_cgroup(uint64_t limit) {
   return g;
 }
 
-uint64_t read_number(const std::string& path, const std::string& key = "") {
+uint64_t read_number(const std::string& path) {
   std::istringstream in(read_text(path));
-  if (key.empty()) {
-    uint64_t v = 0;
-    in >> v;
-    return v;
-  }
+  uint64_t v = 0;
+  in >> v;
+  return v;
+}
+
+// "Key: value" lines (/proc/meminfo, memory.stat), value of `key` or 0.
+uint64_t read_field(const std::string& path, const std::string& key) {
+  std::istringstream in(read_text(path));
   std::string k;
-  uint64_t v;
+  uint64_t v = 0;
   while (in >> k >> v) {
     if (k == key) return v;
+    in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
   }
   return 0;
 }
 
+// What a group's limit leaves: limit - (usage - page cache); no value when it has no limit
+// (v1 writes a number near 2^63 for that, which leaves the system's figure the smaller).
+std::optional<uint64_t> cgroup_headroom(const std::string& dir, bool v2) {
+  const uint64_t limit = read_number(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes"));
+  if (limit == 0) return std::nullopt;  // "max", or no such file
+  const uint64_t usage = read_number(dir + (v2 ? "/memory.current" : "/memory.usage_in_bytes"));
+  const uint64_t cache = read_field(dir + "/memory.stat", v2 ? "file" : "total_cache");
+  const uint64_t used = usage > cache ? usage - cache : 0;
+  return limit > used ? limit - used : 0;
+}
+
 }  // namespace
+
+uint64_t available_memory() {
+  uint64_t available = read_field("/proc/meminfo", "MemAvailable:") * 1024;
+  bool v2 = false;
+  std::string dir = own_cgroup(&v2);
+  const std::string root = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory";
+  while (dir.size() > root.size() && dir.starts_with(root)) {
+    if (const std::optional<uint64_t> headroom = cgroup_headroom(dir, v2)) available = std::min(available, *headroom);
+    dir = dir.substr(0, dir.rfind('/'));
+  }
+  return available;
+}
 
 std::string memory_limit_mechanism() {
   Cgroup g = make_cgroup(uint64_t{1} << 40);
@@ -152,10 +182,10 @@ LimitedRun run_with_memory_limit(const std::vector<std::string>& argv, uint64_t 
   if (!g.dir.empty()) {
     if (g.v2) {
       r.cgroup_peak = read_number(g.dir + "/memory.peak");
-      r.killed_by_limit = read_number(g.dir + "/memory.events", "oom_kill") > 0;
+      r.killed_by_limit = read_field(g.dir + "/memory.events", "oom_kill") > 0;
     } else {
       r.cgroup_peak = read_number(g.dir + "/memory.max_usage_in_bytes");
-      r.killed_by_limit = read_number(g.dir + "/memory.oom_control", "oom_kill") > 0;
+      r.killed_by_limit = read_field(g.dir + "/memory.oom_control", "oom_kill") > 0;
     }
     ::rmdir(g.dir.c_str());
   } else if (limit > 0) {

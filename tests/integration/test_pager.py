@@ -113,10 +113,12 @@ class BitIdentical(unittest.TestCase):
 
     def test_matrices_in_the_four_row_layout(self):
         # With a budget the layers' resident matrices are read into the process's memory,
-        # and the routed experts into the pager's slots; those of the layout's formats are
+        # and the routed experts into the pager's slots; all in RAM the experts too, unless
+        # --mmap keeps every weight in the file's mapping. Those of the layout's formats are
         # rearranged into the four-row layout where the kernel set reads it
-        # (quant/rows4_layout.h). All in RAM they stay the file's. The same bits either way,
-        # with every expert in the arena and with experts evicted and read again.
+        # (quant/rows4_layout.h); with --mmap they stay the file's. The same bits either
+        # way, all in RAM, with every expert in the arena and with experts evicted and read
+        # again.
         # Q8_0 and the K formats only for rows shorter than 2048: here the attention and
         # the gate and up experts, not the down experts (rows of --expert-ffn 2048); Q4_K,
         # Q5_K and Q6_K where the kernel set takes one column with four rows (Zen 5), Q2_K
@@ -128,11 +130,12 @@ class BitIdentical(unittest.TestCase):
                                     "--type-expert", second, "--type-expert-down", first)
                 minimum, all_fit = plan_bytes(model, "--ctx", "4096")
                 for batch in ("64", "1"):
-                    reference = logits(model, path(f"rows4-{first}-resident.logits"), "--batch", batch)
-                    for budget in (all_fit, minimum):
-                        out = logits(model, path(f"rows4-{first}-paged.logits"), "--batch", batch, "--ram-budget", str(budget))
+                    reference = logits(model, path(f"rows4-{first}-mapped.logits"), "--batch", batch, "--mmap")
+                    for budget in (None, all_fit, minimum):
+                        args = ["--ram-budget", str(budget)] if budget else []
+                        out = logits(model, path(f"rows4-{first}-read.logits"), "--batch", batch, *args)
                         self.assertTrue(filecmp.cmp(reference, out, shallow=False),
-                                        f"batch {batch}, budget {budget}: logits differ from the resident run")
+                                        f"batch {batch}, budget {budget}: logits differ from the run on the file's mapping")
 
     def test_batch1_matches_its_own_resident_run(self):
         model = pager_model()
@@ -174,6 +177,42 @@ class PageCache(unittest.TestCase):
                 after = resident_pages(model)
                 # Only the header the parser mapped may be cached (a few pages of metadata).
                 self.assertLess((after - before) * mmap.PAGESIZE, 1 << 20, f"{after - before} pages entered the cache")
+
+
+class AllInRam(unittest.TestCase):
+    """Without a budget the weights are read into the process's memory, with direct I/O,
+    where they fit; --mmap, or too little memory, leaves them in the file's mapping."""
+
+    def test_weights_are_read_into_memory_not_the_page_cache(self):
+        model = synth("small-ish.gguf", "--preset", "small", "--layers", "8")
+        gen = ["-p", TEXT, "-n", "16", "--temp", "0", "--ignore-eos", "-t", "2", "--ctx", "1024"]
+        drop_cache(model)
+        before = resident_pages(model)
+        proc = run("run", "-m", model, *gen)
+        grown = (resident_pages(model) - before) * mmap.PAGESIZE
+        self.assertLess(grown, 1 << 20, f"{grown} bytes entered the page cache")
+        drop_cache(model)
+        mapped = run("run", "-m", model, *gen, "--mmap")
+        self.assertGreater((resident_pages(model) - before) * mmap.PAGESIZE, 64 << 20, "the mapped run's weights are not in the page cache")
+        self.assertEqual(proc.stdout, mapped.stdout)
+        # A budget and --mmap do not go together.
+        proc = run("run", "-m", model, *gen, "--mmap", "--ram-budget", "1G", check=False)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("--mmap is for runs all in RAM", proc.stderr)
+
+    def test_weights_that_do_not_fit_stay_in_the_mapping(self):
+        model = synth("small-ish.gguf", "--preset", "small", "--layers", "8")
+        gen = ["-p", TEXT, "-n", "8", "--temp", "0", "--ignore-eos", "-t", "2", "--ctx", "256"]
+        expected = run("run", "-m", model, *gen).stdout
+        # A memory cgroup with room for the model and the process, not for a tenth more.
+        proc = run("limit", "--memory", str(os.path.getsize(model) + (48 << 20)), "--", harness.EPQ, "run", "-m", model, *gen)
+        mechanism = re.search(r"under .*? \((.*?)\): peak RSS", proc.stderr).group(1)
+        if mechanism.startswith("prlimit"):
+            print(f"note: no writable cgroup ({mechanism}); the run read its weights into memory")
+        else:
+            self.assertIn("do not fit in the memory available", proc.stderr)
+            self.assertIn("read from the file's mapping", proc.stderr)
+        self.assertEqual(proc.stdout, expected)
 
 
 class Refusal(unittest.TestCase):
