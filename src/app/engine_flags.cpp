@@ -27,7 +27,7 @@ void add_engine_flags(CLI::App* c, runtime::EngineOptions& o) {
        "Bound the whole process's memory (e.g. 8G): routed experts are paged from the file (or EPQ_RAM_BUDGET_MB)");
   c->add_flag("--mmap", o.mmap,
               "All in RAM: read the weights from the file's mapping in the page cache, as they are, instead of copying them into "
-              "the process's memory in 2 MiB pages and the kernels' layout (starts sooner; decodes slower)");
+              "the process's memory in 2 MiB pages and the kernels' layout (starts sooner from a warm page cache, and decodes slower)");
   c->add_option("--evict", o.evict, "Expert eviction policy: lrfu (recency and frequency), lru, ls (Least-Stale) or ls-pos (position-aware)")
       ->envname("EPQ_EVICT")
       ->check(CLI::IsMember(pager::eviction_policy_names()))
