@@ -72,7 +72,8 @@ Engine::Engine(const EngineOptions& options)
     // mapping in the page cache (4 KiB pages for much of it).
     const int n_layer = models::read_model_info(file_, model_options).n_layer;
     const uint64_t needed = resident_bytes(file_, n_layer, true), available = available_memory();
-    if (!options_.mmap && needed <= available / 10 * 9) {
+    const bool read_in = !options_.mmap && needed <= available / 10 * 9;
+    if (read_in) {
       file_.unmap();  // from here on, weights come only through direct reads
       source_ = std::make_unique<pager::ShardFiles>(file_.shard_paths(), options_.io.force_buffered);
       resident_ = std::make_unique<ResidentLoader>(file_, *source_, n_layer, true, !options_.quiet);
@@ -86,8 +87,8 @@ Engine::Engine(const EngineOptions& options)
                        format_bytes(needed), format_bytes(available)));
       file_ = gguf::File::open(options_.model_path, gguf::File::Access::kAll);  // it was opened for the header only
     }
-    const models::ResidentWeights mapped = resident_ ? models::ResidentWeights() : models::ResidentWeights::from_mapping(file_);
-    const models::ResidentWeights& weights = resident_ ? resident_->weights() : mapped;
+    const models::ResidentWeights mapped = read_in ? models::ResidentWeights() : models::ResidentWeights::from_mapping(file_);
+    const models::ResidentWeights& weights = read_in ? resident_->weights() : mapped;
     model_ = models::load_model(file_, weights, model_options);
     resident_experts_ = std::make_unique<models::ResidentExperts>(file_, model_->info().experts, weights);
     load_route_trace(model_->info());
