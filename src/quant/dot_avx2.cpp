@@ -602,6 +602,12 @@ struct DotQ23K {
   }
 };
 
+// IQ4_XS sub-block s's scale, -32..31. Scalar code: the integer units are idle, the
+// vector units are not.
+inline int iq4_xs_scale(const BlockIQ4_XS& x, int s) {
+  return (((x.scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((x.scales_h >> (2 * s)) & 3) << 4)) - 32;
+}
+
 // IQ4_XS codes are IQ4_NL's, signed: vpmaddubsw takes |a| and q * sign(a) (see Signs).
 struct DotIQ4XS {
   template <int C>

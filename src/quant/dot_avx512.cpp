@@ -9,8 +9,8 @@
 // and give the AVX2 kernels' bits. The 32-element formats (Dot32Rows4) take four rows per
 // register too, with bits of their own, the same for any rows and columns. Both read the
 // file layout or the four-row layout (quant/rows4_layout.h; the K formats only in the set
-// that takes one column with four rows). Q2_K takes four rows per register too, from
-// either layout, with bits of its own. Q3_K and IQ4_XS work on 64 elements of one row per
+// that takes one column with four rows). Q2_K and IQ4_XS take four rows per register too,
+// from either layout, with bits of their own. Q3_K works on 64 elements of one row per
 // register: codes (unsigned) times activations with vpmaddubsw, then vpdpwssd multiplies
 // those pair sums by the sub-block scales and accumulates, in one instruction where AVX2
 // needs two.
@@ -55,12 +55,11 @@ inline float hsum512(V512 v) { return hsum(_mm256_add_ps(low_half(v), high_half(
 // A 256-bit vector in the low half, zeros above.
 inline V512i widen(__m256i v) { return simde_mm512_inserti64x4(simde_mm512_setzero_si512(), v, 0); }
 
-// Index vectors for vpermw: 16-bit lane i selects scale first + i / lanes_per_scale.
-// IQ4_XS chunk k (sub-blocks of 32): scale_index(2k, 16); Q2_K/Q3_K chunk k (sub-blocks
-// of 16): scale_index(4k, 8).
-inline V512i scale_index(int first, int lanes_per_scale) {
+// Index vectors for vpermw: for Q3_K's chunk k of 64 elements (sub-blocks of 16), 16-bit
+// lane i selects scale 4k + i / 8.
+inline V512i scale_index(int k) {
   alignas(64) int16_t index[32];
-  for (int i = 0; i < 32; ++i) index[i] = static_cast<int16_t>(first + i / lanes_per_scale);
+  for (int i = 0; i < 32; ++i) index[i] = static_cast<int16_t>(4 * k + i / 8);
   return load512(index);
 }
 
@@ -403,9 +402,9 @@ inline V512i halves8(int low, int high) {
 // Q3_K, one row at a time: element h*128 + 32j + l is bits 2j..2j+1 of qs[32h + l], plus
 // 4 x bit 4h + j of hmask[l] (codes stored +4); sub-blocks of 16 elements. The four-row
 // form of DotQ2KRows4 ran slower for Q3_K (docs/PERFORMANCE.md, stop 47).
-// The row-at-a-time kernels (this and DotIQ4XS) are inlined into each_row's loop, so that
-// their constant vectors are set up once per call, not once per row: a row of 768 columns
-// is three blocks, and the setup weighed (docs/PERFORMANCE.md, stop 43).
+// This row-at-a-time kernel is inlined into each_row's loop, so that its constant vectors
+// are set up once per call, not once per row: a row of 768 columns is three blocks, and
+// the setup weighed (docs/PERFORMANCE.md, stop 43).
 struct DotQ3K {
   using Block = BlockQ3_K;
 
@@ -418,7 +417,7 @@ struct DotQ3K {
     V512 acc[C];
     start_columns(act, stride, a, acc);
     V512i index[4], shift[2], third_bit[4];
-    for (int k = 0; k < 4; ++k) index[k] = scale_index(4 * k, 8);
+    for (int k = 0; k < 4; ++k) index[k] = scale_index(k);
     for (int p = 0; p < 2; ++p) shift[p] = halves32(4 * p, 4 * p + 2);
     // Chunk (h, p)'s third bits: hmask bit 4h + 2p in the first 32 bytes, 4h + 2p + 1 in the next.
     for (int k = 0; k < 4; ++k) third_bit[k] = halves8(1 << (2 * k), 1 << (2 * k + 1));
@@ -484,6 +483,42 @@ inline void add_block_with_mins(V512 (&acc)[C], const V512i (&sum)[C], V512 d, V
   }
 }
 
+// Every row of a run for a four-row kernel K that takes any row count itself (Q2_K,
+// IQ4_XS): K::group<C, G>(n, x, row_bytes, a, out, out_stride, last_rows) takes G groups
+// of four rows side by side, the last of them holding `last_rows` real rows and repeating
+// its last one after them. With K::kPacked the complete groups are in the four-row layout,
+// G = K::kGroups<C> at a time, then one at a time; the rows after them are in the file's.
+template <typename K, int C>
+void every_row_in_groups(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
+                         size_t out_stride) {
+  using Block = typename K::Block;
+  const BlockQ8_K* a[C];
+  for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c);
+  constexpr int G = K::template kGroups<C>;
+  int64_t r = 0;
+  if constexpr (K::kPacked) {
+    auto calls = [&]<int H>(std::integral_constant<int, H>) {
+      for (; r + 4 * H <= n_rows; r += 4 * H) {
+        PackedRows4<Block> x[H];
+        for (int g = 0; g < H; ++g) x[g].group = w + static_cast<size_t>(r + 4 * g) * row_bytes;
+        K::template group<C, H>(n, x, row_bytes, a, out + r, out_stride, 4);
+      }
+    };
+    calls(std::integral_constant<int, G>{});
+    if constexpr (G > 1) calls(std::integral_constant<int, 1>{});
+  }
+  // In the file layout: calls of H groups up to row `end`; past n_rows, the last row again.
+  auto file_calls = [&]<int H>(std::integral_constant<int, H>, int64_t end) {
+    for (; r < end; r += 4 * H) {
+      FileRows4<Block> x[H];
+      for (int i = 0; i < 4 * H; ++i) x[i / 4].x[i % 4] = reinterpret_cast<const Block*>(w + static_cast<size_t>(std::min(r + i, n_rows - 1)) * row_bytes);
+      K::template group<C, H>(n, x, row_bytes, a, out + r, out_stride, static_cast<int>(std::min<int64_t>(4, n_rows - r - 4 * (H - 1))));
+    }
+  };
+  file_calls(std::integral_constant<int, G>{}, n_rows / (4 * G) * (4 * G));
+  file_calls(std::integral_constant<int, 1>{}, n_rows);
+}
+
 // Q2_K with four rows per register: each 128-bit lane holds the 16 codes (0-3) of one
 // sub-block of its row, as in DotQ6KRows4. Element h*128 + 32j + l is bits 2j..2j+1 of
 // qs[32h + l], so sub-block 8h + 2j + half is qs[32h + 16 half, +16) shifted right 2j. One
@@ -500,9 +535,10 @@ inline void add_block_with_mins(V512 (&acc)[C], const V512i (&sum)[C], V512 d, V
 // the noise (docs/PERFORMANCE.md, stop 47). With kPacked the groups are in the four-row
 // layout, the rows after them in the file's, and a call with one column takes one group,
 // one stream, as DotQ45KRows4's does.
-template <bool kPacked = false>
+template <bool kPackedRows = false>
 struct DotQ2KRows4 {
   using Block = BlockQ2_K;
+  static constexpr bool kPacked = kPackedRows;
   template <int C>
   static constexpr int kGroups = kPacked && C == 1 ? 1 : 2;  // groups of four rows per call, for C columns
 
@@ -554,76 +590,115 @@ struct DotQ2KRows4 {
   template <int C>
   static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
                      size_t out_stride) {
-    const BlockQ8_K* a[C];
-    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c);
-    constexpr int G = kGroups<C>;
-    int64_t r = 0;
-    if constexpr (kPacked) {
-      // The complete groups, G at a time while G fit, then one at a time.
-      auto calls = [&]<int H>(std::integral_constant<int, H>) {
-        for (; r + 4 * H <= n_rows; r += 4 * H) {
-          PackedRows4<Block> x[H];
-          for (int g = 0; g < H; ++g) x[g].group = w + static_cast<size_t>(r + 4 * g) * row_bytes;
-          group<C, H>(n, x, row_bytes, a, out + r, out_stride, 4);
-        }
-      };
-      calls(std::integral_constant<int, G>{});
-      if constexpr (G > 1) calls(std::integral_constant<int, 1>{});
-    }
-    // In the file layout: calls of H groups up to row `end`; past n_rows, the last row again.
-    auto file_calls = [&]<int H>(std::integral_constant<int, H>, int64_t end) {
-      for (; r < end; r += 4 * H) {
-        FileRows4<Block> x[H];
-        for (int i = 0; i < 4 * H; ++i) x[i / 4].x[i % 4] = reinterpret_cast<const Block*>(w + static_cast<size_t>(std::min(r + i, n_rows - 1)) * row_bytes);
-        group<C, H>(n, x, row_bytes, a, out + r, out_stride, static_cast<int>(std::min<int64_t>(4, n_rows - r - 4 * (H - 1))));
-      }
-    };
-    file_calls(std::integral_constant<int, G>{}, n_rows / (4 * G) * (4 * G));
-    file_calls(std::integral_constant<int, 1>{}, n_rows);
+    every_row_in_groups<DotQ2KRows4, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
   }
 };
 
-// IQ4_XS: sub-block s (32 elements) is the nibble pairs of qs[16s..16s+15] through the
-// IQ4_NL code book, times its 6-bit scale. The code book's magnitudes (<= 127) go into
-// vpmaddubsw against the activations negated where the code is negative (indices 0-7),
-// then vpdpwssd applies the scales.
-constexpr CodeBook16 kIQ4NLMagnitudes = [] {
-  CodeBook16 t{};
-  for (int i = 0; i < 16; ++i) t.v[i] = static_cast<uint8_t>(kIQ4NLValues[i] < 0 ? -kIQ4NLValues[i] : kIQ4NLValues[i]);
-  return t;
-}();
-
-struct DotIQ4XS {
+// IQ4_XS with four rows per register, as DotQ2KRows4: each 128-bit lane holds 16 codes of
+// one 32-element sub-block of its row. Sub-block k is the nibble pairs of qs[16k, +16) (low
+// nibble element j, high j + 16) through the IQ4_NL code book stored +128, unsigned for
+// vpdpbusd. Two vpdpbusd take its 32 elements against 32 broadcast activations: part, per
+// 32-bit lane, the sum of 8 products (code + 128) x a, |part| < 2^18, too wide for
+// vpdpwssd's 16-bit pairs, so vpmulld multiplies it by the sub-block's scale (-32..31) and
+// vpaddd adds it to sum. The +128 comes off as -128 x sum_k(scale_k x asum_k), asum_k the
+// activations' sum over sub-block k, one vpdpwssd per block and column (|-128 x scale| <=
+// 4096): sum is then an exact integer per lane. Per lane, row and column,
+// acc += (d x a.d) x float(sum), and a row's result is (l0 + l1) + (l2 + l3) of acc. The bits
+// are the set's own, the same for any rows beside a row and any column count (a group
+// short of four rows repeats its last row). With kPacked the groups are in the four-row
+// layout, the rows after them in the file's, and a call with one column takes one group.
+template <bool kPackedRows = false>
+struct DotIQ4XSRows4 {
+  using Block = BlockIQ4_XS;
+  static constexpr bool kPacked = kPackedRows;
   template <int C>
-  [[gnu::always_inline]] static inline void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
-    const auto* wb = static_cast<const BlockIQ4_XS*>(w);
-    const BlockQ8_K* a[C];
-    V512 acc[C];
-    start_columns(act, stride, a, acc);
-    V512i index[4];
-    for (int k = 0; k < 4; ++k) index[k] = scale_index(2 * k, 16);
-    const V512i eight = simde_mm512_set1_epi8(8), zero = simde_mm512_setzero_si512();
+  static constexpr int kGroups = kPacked && C == 1 ? 1 : 2;  // groups of four rows per call, for C columns
+
+  // Row i's scales_h (bytes 0-1) and scales_l (bytes 2-5) in 128-bit lane i.
+  static V512i scale_fields(const FileRows4<Block>& x, int64_t b) { return x.field16(b, offsetof(Block, scales_h)); }
+  static V512i scale_fields(const PackedRows4<Block>& x, int64_t b) {
+    // The group's four scales_h (16-bit words 0-3), then its four scales_l (words 4-11).
+    alignas(64) static constexpr uint16_t kWords[32] = {0, 4, 5, 0, 0, 0, 0, 0, 1, 6, 7, 0, 0, 0, 0, 0,
+                                                        2, 8, 9, 0, 0, 0, 0, 0, 3, 10, 11, 0, 0, 0, 0, 0};
+    return simde_mm512_permutexvar_epi16(load512(kWords), simde_mm512_castsi256_si512(load256(x.field(b, offsetof(Block, scales_h)))));
+  }
+  // Row i's eight scales in 128-bit lane i as 16-bit lanes: scale k is nibble k % 2 of
+  // scales_l[k / 2], with bits 2k..2k+1 of scales_h above it, minus 32.
+  static V512i scales16(V512i fields) {
+    alignas(16) static constexpr uint8_t kLowBytes[16] = {2, 0x80, 2, 0x80, 3, 0x80, 3, 0x80, 4, 0x80, 4, 0x80, 5, 0x80, 5, 0x80};
+    alignas(16) static constexpr uint8_t kHighBytes[16] = {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1};
+    alignas(16) static constexpr uint16_t kLowShift[8] = {0, 4, 0, 4, 0, 4, 0, 4};
+    alignas(16) static constexpr uint16_t kHighShift[8] = {14, 12, 10, 8, 6, 4, 2, 0};  // bits 2k..2k+1 to the top
+    const V512i low = simde_mm512_and_si512(simde_mm512_srlv_epi16(simde_mm512_shuffle_epi8(fields, broadcast128(kLowBytes)), broadcast128(kLowShift)),
+                                            simde_mm512_set1_epi16(0x0F));  // bits 0-3
+    const V512i high = simde_mm512_srli_epi16(simde_mm512_sllv_epi16(simde_mm512_shuffle_epi8(fields, broadcast128(kHighBytes)), broadcast128(kHighShift)), 10);
+    return simde_mm512_sub_epi16(simde_mm512_ternarylogic_epi32(low, high, simde_mm512_set1_epi16(0x30), 0xF8), simde_mm512_set1_epi16(32));  // low | (high & 0x30)
+  }
+  // The activations' sums over sub-blocks 0-7 (bsums 2k + bsums 2k+1) in 16-bit lanes 0-7 of every 128-bit lane.
+  static V512i subblock_sums(const BlockQ8_K& a) {
+    const __m256i bsums = load256(a.bsums), pairs = _mm256_hadd_epi16(bsums, bsums);  // sums 0-3 in qword 0, 4-7 in qword 2
+    return simde_mm512_broadcast_i32x4(_mm256_castsi256_si128(_mm256_permute4x64_epi64(pairs, _MM_SHUFFLE(2, 0, 2, 0))));
+  }
+
+  template <int C, int G, typename Rows>
+  static void group(int64_t n, const Rows (&x)[G], size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride,
+                    int last_rows) {
+    V512 acc[G][C];
+    for (int rg = 0; rg < G; ++rg)
+      for (int c = 0; c < C; ++c) acc[rg][c] = simde_mm512_setzero_ps();
+    const V512i m4 = simde_mm512_set1_epi8(0x0F), zero = simde_mm512_setzero_si512(), book = broadcast128(kIQ4NLBiased.v);
     for (int64_t b = 0; b < n / 256; ++b) {
-      prefetch_ahead(wb + b);
-      const BlockIQ4_XS& x = wb[b];
-      const V512i scales = simde_mm512_castsi128_si512(iq4_xs_scales(x));  // lanes 0-7; vpermw reads no others
-      V512i sum[C];
-      for (int c = 0; c < C; ++c) sum[c] = simde_mm512_setzero_si512();
-      for (int k = 0; k < 4; ++k) {  // sub-blocks 2k and 2k + 1
-        const V512i idx = nibble_codes(x.qs + 32 * k, x.qs + 32 * k + 16);
-        const V512i magnitude = lookup_codes(kIQ4NLMagnitudes.v, idx);
-        const simde__mmask64 negative = simde_mm512_cmplt_epu8_mask(idx, eight);
-        const V512i s = simde_mm512_permutexvar_epi16(index[k], scales);
-        for (int c = 0; c < C; ++c) {
-          const V512i av = load512(a[c][b].qs + 64 * k);
-          const V512i signed_a = simde_mm512_mask_sub_epi8(av, negative, zero, av);
-          sum[c] = simde_mm512_dpwssd_epi32(sum[c], simde_mm512_maddubs_epi16(magnitude, signed_a), s);
+      V512i scales32[G][2], minus128_scales[G], sum[G][C];
+      for (int rg = 0; rg < G; ++rg) {
+        x[rg].prefetch(b, row_bytes, 4 * G);
+        const V512i s16 = scales16(scale_fields(x[rg], b));
+        // Scales 0-3 and 4-7 as 32-bit lanes, each 16-bit scale beside its sign.
+        const V512i sign = simde_mm512_srai_epi16(s16, 15);
+        scales32[rg][0] = simde_mm512_unpacklo_epi16(s16, sign), scales32[rg][1] = simde_mm512_unpackhi_epi16(s16, sign);
+        minus128_scales[rg] = simde_mm512_sub_epi16(zero, simde_mm512_slli_epi16(s16, 7));
+        for (int c = 0; c < C; ++c) sum[rg][c] = zero;
+      }
+      for (int j = 0; j < 4; ++j) {
+        RowHalves qs[G];  // sub-block 2j in `first`, 2j + 1 in `second`
+        for (int rg = 0; rg < G; ++rg) qs[rg] = x[rg].field32(b, offsetof(Block, qs) + 32 * j);
+        for (int h = 0; h < 2; ++h) {
+          const int k = 2 * j + h;
+          V512i q0[G], q1[G], scale[G];
+          for (int rg = 0; rg < G; ++rg) {
+            const V512i bits = h == 0 ? qs[rg].first : qs[rg].second;
+            q0[rg] = simde_mm512_shuffle_epi8(book, simde_mm512_and_si512(bits, m4));
+            q1[rg] = simde_mm512_shuffle_epi8(book, simde_mm512_and_si512(simde_mm512_srli_epi16(bits, 4), m4));
+            const uint32_t lane = static_cast<uint32_t>(k % 4);
+            scale[rg] = simde_mm512_shuffle_epi8(scales32[rg][k / 4], simde_mm512_set1_epi32(static_cast<int>(0x03020100u + 0x04040404u * lane)));
+          }
+          for (int c = 0; c < C; ++c) {
+            const V512i a0 = broadcast128(a[c][b].qs + 32 * k), a1 = broadcast128(a[c][b].qs + 32 * k + 16);
+            for (int rg = 0; rg < G; ++rg) {
+              const V512i part = simde_mm512_dpbusd_epi32(simde_mm512_dpbusd_epi32(zero, q0[rg], a0), q1[rg], a1);
+              sum[rg][c] = simde_mm512_add_epi32(sum[rg][c], simde_mm512_mullo_epi32(part, scale[rg]));
+            }
+          }
         }
       }
-      const float d = f16_to_f32(x.d);
-      for (int c = 0; c < C; ++c) acc[c] = simde_mm512_fmadd_ps(to_float(sum[c]), simde_mm512_set1_ps(d * a[c][b].d), acc[c]);
+      for (int c = 0; c < C; ++c) {
+        const V512i asum = subblock_sums(a[c][b]);
+        const V512 ad = simde_mm512_set1_ps(a[c][b].d);
+        for (int rg = 0; rg < G; ++rg) {
+          const V512i total = simde_mm512_dpwssd_epi32(sum[rg][c], minus128_scales[rg], asum);
+          acc[rg][c] = simde_mm512_fmadd_ps(simde_mm512_mul_ps(x[rg].f16(b, offsetof(Block, d)), ad), to_float(total), acc[rg][c]);
+        }
+      }
     }
-    for (int c = 0; c < C; ++c) out[c] = hsum512(acc[c]);
+    for (int rg = 0; rg < G; ++rg) {
+      for (int c = 0; c < C; ++c) acc[rg][c] = add_row_lanes(acc[rg][c]);
+      store_rows4(acc[rg], out + 4 * rg, out_stride, rg == G - 1 ? last_rows : 4);
+    }
+  }
+
+  template <int C>
+  static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
+                     size_t out_stride) {
+    every_row_in_groups<DotIQ4XSRows4, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
   }
 };
 
@@ -894,7 +969,7 @@ KernelSet make_avx512(const char* name) {
   set(Type::Q6_K, entry<DotQ6KRows4<kMinCols>>);
   set(Type::Q2_K, entry<DotQ2KRows4<>>);
   set(Type::Q3_K, entry<DotQ3K>);
-  set(Type::IQ4_XS, entry<DotIQ4XS>);
+  set(Type::IQ4_XS, entry<DotIQ4XSRows4<>>);
   set(Type::Q4_0, entry<Dot32Rows4<Rows4Q4_0>>);
   set(Type::Q4_1, entry<Dot32Rows4<Rows4Q4_1>>);
   set(Type::Q5_0, entry<Dot32Rows4<Rows4Q5_0>>);
@@ -910,7 +985,8 @@ KernelSet make_avx512(const char* name) {
   set_rows4(Type::Q8_0, entry<Dot32Rows4<Rows4Q8_0, true>>);
   set_rows4(Type::IQ4_NL, entry<Dot32Rows4<Rows4IQ4_NL, true>>);
   set_rows4(Type::MXFP4, entry<Dot32Rows4<Rows4MXFP4, true>>);
-  set_rows4(Type::Q2_K, entry<DotQ2KRows4<true>>);  // Q2_K's kernel takes every column count in both sets
+  set_rows4(Type::Q2_K, entry<DotQ2KRows4<true>>);  // Q2_K's and IQ4_XS's kernels take every column count in both sets
+  set_rows4(Type::IQ4_XS, entry<DotIQ4XSRows4<true>>);
   if constexpr (kMinCols == 1) {  // with more, rows4_matmul gives one column to the AVX2 kernels, which read the file layout
     set_rows4(Type::Q4_K, entry<DotQ45KRows4<false, 1, true>>);
     set_rows4(Type::Q5_K, entry<DotQ45KRows4<true, 1, true>>);

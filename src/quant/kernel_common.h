@@ -1,6 +1,6 @@
 #pragma once
 // Pieces shared by the SIMD kernel files (dot_avx2.cpp, dot_avx512.cpp): loads, prefetch,
-// Q4_K/Q5_K, Q2_K/Q3_K and IQ4_XS scale unpacking, the float-weight kernel and the DotKernel entry that dispatches on the column count.
+// Q4_K/Q5_K and Q2_K/Q3_K scale unpacking, the float-weight kernel and the DotKernel entry that dispatches on the column count.
 // Include only from kernel files. Everything here has internal linkage: each kernel file
 // is compiled for its own instruction set, and a shared out-of-line copy could carry
 // AVX-512 instructions into code that runs on an AVX2-only CPU.
@@ -99,25 +99,6 @@ inline Q23KScales q23_k_scales(const BlockQ3_K& x) {
 inline Q23KScales q23_k_scales(const BlockQ2_K& x) {
   const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales));
   return {_mm_and_si128(packed, _mm_set1_epi8(0x0F)), _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0F))};
-}
-
-// IQ4_XS sub-block s's scale, -32..31. Scalar code: the integer units are idle, the
-// vector units are not.
-inline int iq4_xs_scale(const BlockIQ4_XS& x, int s) {
-  return (((x.scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((x.scales_h >> (2 * s)) & 3) << 4)) - 32;
-}
-
-// All eight at once (for vpermw), iq4_xs_scale(x, s) in 16-bit lane s: the nibbles of
-// scales_l side by side, and bits 2s..2s+1 of scales_h moved to the top of lane s by a
-// multiply by 2^(14 - 2s), then down to bits 4-5.
-inline __m128i iq4_xs_scales(const BlockIQ4_XS& x) {
-  int32_t low_bytes;
-  std::memcpy(&low_bytes, x.scales_l, sizeof(low_bytes));
-  const __m128i bytes = _mm_cvtepu8_epi16(_mm_cvtsi32_si128(low_bytes));  // scales_l[j] in lane j < 4
-  const __m128i low = _mm_unpacklo_epi16(_mm_and_si128(bytes, _mm_set1_epi16(0xF)), _mm_srli_epi16(bytes, 4));
-  const __m128i to_top = _mm_setr_epi16(1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4, 1 << 2, 1);
-  const __m128i high = _mm_srli_epi16(_mm_mullo_epi16(_mm_set1_epi16(static_cast<int16_t>(x.scales_h)), to_top), 14);
-  return _mm_sub_epi16(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi16(32));
 }
 
 // Rows [0, n_rows) in groups of R, then the rest one by one: fn.template operator()<G>(r)

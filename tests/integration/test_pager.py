@@ -122,9 +122,9 @@ class BitIdentical(unittest.TestCase):
         # Q8_0 and the K formats only for rows shorter than 2048: here the attention and
         # the gate and up experts, not the down experts (rows of --expert-ffn 2048); Q4_K,
         # Q5_K and Q6_K where the kernel set takes one column with four rows (Zen 5), Q2_K
-        # wherever it has AVX-512.
+        # and IQ4_XS wherever it has AVX-512.
         for first, second in (("Q4_0", "Q5_1"), ("IQ4_NL", "MXFP4"), ("Q4_1", "Q5_0"), ("Q8_0", "Q8_0"), ("Q5_K", "Q6_K"),
-                              ("Q6_K", "Q4_K"), ("Q2_K", "Q2_K")):
+                              ("Q6_K", "Q4_K"), ("Q2_K", "Q2_K"), ("IQ4_XS", "IQ4_XS")):
             with self.subTest(first=first, second=second):
                 model = pager_model(f"rows4-{first}.gguf", "--type-attn", first, "--type-attn-v", second,
                                     "--type-expert", second, "--type-expert-down", first)

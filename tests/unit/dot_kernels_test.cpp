@@ -350,6 +350,7 @@ TEST(Rows4Layout, FieldsOfFourRowsSideBySide) {
       {Type::Q8_0, {{0, 2}, {2, 32}}},
       // The K formats' code fields in 32-byte pieces.
       {Type::Q2_K, {{0, 16}, {16, 32}, {48, 32}, {80, 2}, {82, 2}}},
+      {Type::IQ4_XS, {{0, 2}, {2, 2}, {4, 4}, {8, 32}, {40, 32}, {72, 32}, {104, 32}}},
       {Type::Q4_K, {{0, 2}, {2, 2}, {4, 12}, {16, 32}, {48, 32}, {80, 32}, {112, 32}}},
       {Type::Q5_K, {{0, 2}, {2, 2}, {4, 12}, {16, 32}, {48, 32}, {80, 32}, {112, 32}, {144, 32}}},
       {Type::Q6_K, {{0, 32}, {32, 32}, {64, 32}, {96, 32}, {128, 32}, {160, 32}, {192, 16}, {208, 2}}}};
@@ -379,7 +380,6 @@ TEST(Rows4Layout, FieldsOfFourRowsSideBySide) {
     EXPECT_EQ(std::memcmp(packed.data() + 8 * row_size, file.data() + 8 * row_size, 2 * row_size), 0) << name(t) << ": rows after the groups";
   }
   EXPECT_FALSE(has_rows4_layout(Type::Q3_K));
-  EXPECT_FALSE(has_rows4_layout(Type::IQ4_XS));
 }
 
 // Which matrices are rearranged: where the kernel set reads the layout, and Q8_0 and the K
@@ -397,9 +397,11 @@ TEST(Rows4Layout, UsedWhereTheKernelsReadItAndQ8_0AndKFormatsForShortRowsOnly) {
     EXPECT_EQ(use_rows4_layout(t, kLongRowCols - 256), k_rows4) << name(t);
     EXPECT_FALSE(use_rows4_layout(t, kLongRowCols)) << name(t);
   }
-  // Q2_K's four-row kernel takes one column in both AVX-512 sets.
-  EXPECT_EQ(use_rows4_layout(Type::Q2_K, 768), avx512);
-  EXPECT_FALSE(use_rows4_layout(Type::Q2_K, kLongRowCols));
+  // Q2_K's and IQ4_XS's four-row kernels take one column in both AVX-512 sets.
+  for (Type t : {Type::Q2_K, Type::IQ4_XS}) {
+    EXPECT_EQ(use_rows4_layout(t, 768), avx512) << name(t);
+    EXPECT_FALSE(use_rows4_layout(t, kLongRowCols)) << name(t);
+  }
   EXPECT_FALSE(use_rows4_layout(Type::Q3_K, 768));
   const KernelSet* avx2 = avx2_kernels();
   if (avx2 != nullptr) {
