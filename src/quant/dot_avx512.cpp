@@ -649,8 +649,10 @@ struct DotIQ4XSRows4 {
     const V512i m4 = simde_mm512_set1_epi8(0x0F), zero = simde_mm512_setzero_si512(), book = broadcast128(kIQ4NLBiased.v);
     for (int64_t b = 0; b < n / 256; ++b) {
       V512i scales32[G][2], minus128_scales[G], sum[G][C];
+      V512 d[G];
       for (int rg = 0; rg < G; ++rg) {
         x[rg].prefetch(b, row_bytes, 4 * G);
+        d[rg] = x[rg].f16(b, offsetof(Block, d));
         const V512i s16 = scales16(scale_fields(x[rg], b));
         // Scales 0-3 and 4-7 as 32-bit lanes, each 16-bit scale beside its sign.
         const V512i sign = simde_mm512_srai_epi16(s16, 15);
@@ -685,7 +687,7 @@ struct DotIQ4XSRows4 {
         const V512 ad = simde_mm512_set1_ps(a[c][b].d);
         for (int rg = 0; rg < G; ++rg) {
           const V512i total = simde_mm512_dpwssd_epi32(sum[rg][c], minus128_scales[rg], asum);
-          acc[rg][c] = simde_mm512_fmadd_ps(simde_mm512_mul_ps(x[rg].f16(b, offsetof(Block, d)), ad), to_float(total), acc[rg][c]);
+          acc[rg][c] = simde_mm512_fmadd_ps(simde_mm512_mul_ps(d[rg], ad), to_float(total), acc[rg][c]);
         }
       }
     }
