@@ -105,6 +105,16 @@ inline void store_rows4(const V512 (&v)[C], float* out, size_t out_stride, int r
   }
 }
 
+// G groups' sums to their rows: each row's lanes added as (l0 + l1) + (l2 + l3), the last
+// group's first `last_rows` rows stored.
+template <int G, int C>
+inline void store_groups(V512 (&acc)[G][C], float* out, size_t out_stride, int last_rows = 4) {
+  for (int rg = 0; rg < G; ++rg) {
+    for (int c = 0; c < C; ++c) acc[rg][c] = add_row_lanes(acc[rg][c]);
+    store_rows4(acc[rg], out + 4 * rg, out_stride, rg == G - 1 ? last_rows : 4);
+  }
+}
+
 // ---- Block b's fields of four rows ----
 // In the file layout (FileRows4: four row pointers) or in the four-row layout
 // (PackedRows4: a group, quant/rows4_layout.h). `at` is the field's offset in the block.
@@ -519,6 +529,16 @@ void every_row_in_groups(int64_t n, const uint8_t* w, size_t row_bytes, int64_t 
   file_calls(std::integral_constant<int, 1>{}, n_rows);
 }
 
+// The matmul of a four-row kernel K that takes any row count itself: every_row_in_groups.
+template <typename K>
+struct InGroupsOfFour {
+  template <int C>
+  static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
+                     size_t out_stride) {
+    every_row_in_groups<K, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+  }
+};
+
 // Q2_K with four rows per register: each 128-bit lane holds the 16 codes (0-3) of one
 // sub-block of its row, as in DotQ6KRows4. Element h*128 + 32j + l is bits 2j..2j+1 of
 // qs[32h + l], so sub-block 8h + 2j + half is qs[32h + 16 half, +16) shifted right 2j. One
@@ -536,7 +556,7 @@ void every_row_in_groups(int64_t n, const uint8_t* w, size_t row_bytes, int64_t 
 // layout, the rows after them in the file's, and a call with one column takes one group,
 // one stream, as DotQ45KRows4's does.
 template <bool kPackedRows = false>
-struct DotQ2KRows4 {
+struct DotQ2KRows4 : InGroupsOfFour<DotQ2KRows4<kPackedRows>> {
   using Block = BlockQ2_K;
   static constexpr bool kPacked = kPackedRows;
   template <int C>
@@ -581,16 +601,7 @@ struct DotQ2KRows4 {
         add_block_with_mins(acc[rg], sum[rg], d, dmin, mins_low, mins_high, a, b);
       }
     }
-    for (int rg = 0; rg < G; ++rg) {
-      for (int c = 0; c < C; ++c) acc[rg][c] = add_row_lanes(acc[rg][c]);
-      store_rows4(acc[rg], out + 4 * rg, out_stride, rg == G - 1 ? last_rows : 4);
-    }
-  }
-
-  template <int C>
-  static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
-                     size_t out_stride) {
-    every_row_in_groups<DotQ2KRows4, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    store_groups(acc, out, out_stride, last_rows);
   }
 };
 
@@ -608,7 +619,7 @@ struct DotQ2KRows4 {
 // short of four rows repeats its last row). With kPacked the groups are in the four-row
 // layout, the rows after them in the file's, and a call with one column takes one group.
 template <bool kPackedRows = false>
-struct DotIQ4XSRows4 {
+struct DotIQ4XSRows4 : InGroupsOfFour<DotIQ4XSRows4<kPackedRows>> {
   using Block = BlockIQ4_XS;
   static constexpr bool kPacked = kPackedRows;
   template <int C>
@@ -691,16 +702,7 @@ struct DotIQ4XSRows4 {
         }
       }
     }
-    for (int rg = 0; rg < G; ++rg) {
-      for (int c = 0; c < C; ++c) acc[rg][c] = add_row_lanes(acc[rg][c]);
-      store_rows4(acc[rg], out + 4 * rg, out_stride, rg == G - 1 ? last_rows : 4);
-    }
-  }
-
-  template <int C>
-  static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
-                     size_t out_stride) {
-    every_row_in_groups<DotIQ4XSRows4, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    store_groups(acc, out, out_stride, last_rows);
   }
 };
 
@@ -858,10 +860,7 @@ struct DotQ45KRows4 {
         add_block_with_mins(acc[rg], sum[rg], d, dmin, mins_low, mins_high, a, b);
       }
     }
-    for (int rg = 0; rg < G; ++rg) {
-      for (int c = 0; c < C; ++c) acc[rg][c] = add_row_lanes(acc[rg][c]);  // as the row pairs add a row's lanes
-      store_rows4(acc[rg], out + 4 * rg, out_stride);
-    }
+    store_groups(acc, out, out_stride);  // a row's lanes added as the row pairs add them
   }
 
   template <int C>
