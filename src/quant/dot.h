@@ -26,6 +26,9 @@ struct KernelSet {
   // first row of a group, n_rows rows of which all but the last n_rows % 4 are in groups.
   // Null for the types and sets without one.
   DotKernel dot_rows4[64];
+  // Matrices of a type with dot_rows4 go to that layout where their rows are shorter than
+  // this many elements: with long rows some formats stream faster in the file layout.
+  int64_t rows4_below_cols[64];
 };
 
 const KernelSet& scalar_kernels();            // the oracle: dequantize and sum in double

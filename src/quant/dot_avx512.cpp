@@ -23,6 +23,7 @@
 #include "util/avx512.h"  // first: SIMDe, and GCC 12's warnings off
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 
@@ -32,6 +33,7 @@
 #include "quant/dot.h"
 #include "quant/float_bits.h"
 #include "quant/kernel_common.h"
+#include "quant/rows4_layout.h"
 #include "util/avx2.h"
 
 namespace epq::quant {
@@ -781,18 +783,18 @@ void rows4_matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows,
 // vpdpwssd against (scale, 0) pairs multiplies it exactly. The float operations after the
 // integers are the row pairs' too, lane for lane, and the lanes are added in their order,
 // so both sets give the same bits for every row and column. The rows past a multiple of
-// four, and fewer than kMinColumns columns (see make_avx512), go to the row pairs.
+// four go to the row pairs.
 // A call takes two groups of four rows (kGroups), so that each broadcast of 16
 // activations feeds a vpdpbusd for both: with one group, the broadcasts, one per
 // vpdpbusd, bound the loop before the multiplies do (docs/PERFORMANCE.md, stop 42).
 // Q5_K with one column keeps one group: two ran slower with rows in cache. So does the
 // four-row layout, whose group is one stream: two groups, two streams, made decode of a
 // Q4_K model 30% slower (docs/PERFORMANCE.md, stop 46).
-template <bool kFive, int kMinColumns, bool kPackedRows = false>
+template <bool kFive, bool kPackedRows = false>
 struct DotQ45KRows4 {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
   static constexpr Type kType = kFive ? Type::Q5_K : Type::Q4_K;
-  static constexpr int kMinCols = kMinColumns;
+  static constexpr int kMinCols = 1;
   static constexpr bool kPacked = kPackedRows;
   template <int C>
   static constexpr int kGroups = (kFive || kPacked) && C == 1 ? 1 : 2;  // groups of four rows per call, for C columns
@@ -955,19 +957,31 @@ struct DotQ6KRows4 {
   }
 };
 
-// Q4_K, Q5_K and Q6_K take four rows per register from kMinCols columns on: with 1, for one
-// column (decode) too; with 2, the AVX2 kernels take one column. Matvec, 2 threads, share of the read
-// probe: on a Zen 4 the four-row Q6_K kernel streamed 11-20 GB/s against the AVX2 kernel's
-// 28-30; on a Zen 5 four rows give Q4_K 0.81-0.85 against 0.70, Q5_K 0.81-0.88 against
-// 0.62, Q6_K up to 1.0 against 0.61-0.65 (docs/PERFORMANCE.md). The bits are the same.
-template <int kMinCols>
+// kFullWidth: a CPU whose 512-bit units are full width (Zen 5), not split in two 256-bit
+// halves (Zen 4). The kernels and their bits are the same in both sets; what differs is
+// which of them decode takes. Matvec, 2 threads, share of the read probe in the same passes:
+// - Q4_K and Q5_K take four rows per register for one column (decode) too. On a Zen 5 that
+//   gives Q4_K 0.81-0.85 against the AVX2 row pairs' 0.70, Q5_K 0.81-0.88 against 0.62; on a
+//   Zen 4, Q4_K 0.79-0.88 against 0.64-0.79 where the probe read about 60 GB/s (stop 51).
+// - Q6_K: on a Zen 5 four rows give up to 1.0 against 0.61-0.65. On a Zen 4 its four-row
+//   kernel streamed 0.56-0.61 of a fast probe against the AVX2 kernel's 0.64-0.75, so
+//   there one column goes to the AVX2 kernel (kMinCols 2).
+// - The four-row layout (rows4_layout.h) for rows shorter than kLongRowCols only, for Q8_0
+//   and the 256-element formats, and for Q4_0 with split units; for every row with the
+//   other 32-element formats, and for Q2_K with split units. On a Zen 4 with the probe at
+//   about 60 GB/s, rows of 4096: Q4_0 49-51 GB/s in the file layout against 41-45 in this
+//   one; Q2_K 27-29 against 30-33 (stop 51). The K formats get it only with full-width units:
+//   on a Zen 4, Q4_K's 768-element rows streamed 0.61-0.63 in it against 0.79-0.81 in the
+//   file layout.
+// (docs/PERFORMANCE.md, "Zen 4 again: which decode kernels and layouts pay", and the Zen 5 sections.)
+template <bool kFullWidth>
 KernelSet make_avx512(const char* name) {
   KernelSet s = *avx2_kernels();
   s.name = name;
   auto set = [&](Type t, DotKernel k) { s.dot[static_cast<uint32_t>(t)] = k; };
-  set(Type::Q4_K, entry<DotQ45KRows4<false, kMinCols>>);
-  set(Type::Q5_K, entry<DotQ45KRows4<true, kMinCols>>);
-  set(Type::Q6_K, entry<DotQ6KRows4<kMinCols>>);
+  set(Type::Q4_K, entry<DotQ45KRows4<false>>);
+  set(Type::Q5_K, entry<DotQ45KRows4<true>>);
+  set(Type::Q6_K, entry<DotQ6KRows4<kFullWidth ? 1 : 2>>);
   set(Type::Q2_K, entry<DotQ2KRows4<>>);
   set(Type::Q3_K, entry<DotQ3K>);
   set(Type::IQ4_XS, entry<DotIQ4XSRows4<>>);
@@ -978,20 +992,25 @@ KernelSet make_avx512(const char* name) {
   set(Type::Q8_0, entry<Dot32Rows4<Rows4Q8_0>>);
   set(Type::IQ4_NL, entry<Dot32Rows4<Rows4IQ4_NL>>);
   set(Type::MXFP4, entry<Dot32Rows4<Rows4MXFP4>>);
-  auto set_rows4 = [&](Type t, DotKernel k) { s.dot_rows4[static_cast<uint32_t>(t)] = k; };
-  set_rows4(Type::Q4_0, entry<Dot32Rows4<Rows4Q4_0, true>>);
-  set_rows4(Type::Q4_1, entry<Dot32Rows4<Rows4Q4_1, true>>);
-  set_rows4(Type::Q5_0, entry<Dot32Rows4<Rows4Q5_0, true>>);
-  set_rows4(Type::Q5_1, entry<Dot32Rows4<Rows4Q5_1, true>>);
-  set_rows4(Type::Q8_0, entry<Dot32Rows4<Rows4Q8_0, true>>);
-  set_rows4(Type::IQ4_NL, entry<Dot32Rows4<Rows4IQ4_NL, true>>);
-  set_rows4(Type::MXFP4, entry<Dot32Rows4<Rows4MXFP4, true>>);
-  set_rows4(Type::Q2_K, entry<DotQ2KRows4<true>>);  // Q2_K's and IQ4_XS's kernels take every column count in both sets
-  set_rows4(Type::IQ4_XS, entry<DotIQ4XSRows4<true>>);
-  if constexpr (kMinCols == 1) {  // with more, rows4_matmul gives one column to the AVX2 kernels, which read the file layout
-    set_rows4(Type::Q4_K, entry<DotQ45KRows4<false, 1, true>>);
-    set_rows4(Type::Q5_K, entry<DotQ45KRows4<true, 1, true>>);
-    set_rows4(Type::Q6_K, entry<DotQ6KRows4<1, true>>);
+  constexpr int64_t kAnyRow = INT64_MAX;
+  auto set_rows4 = [&](Type t, DotKernel k, int64_t below_cols) {
+    s.dot_rows4[static_cast<uint32_t>(t)] = k;
+    s.rows4_below_cols[static_cast<uint32_t>(t)] = below_cols;
+  };
+  set_rows4(Type::Q4_0, entry<Dot32Rows4<Rows4Q4_0, true>>, kFullWidth ? kAnyRow : kLongRowCols);
+  set_rows4(Type::Q4_1, entry<Dot32Rows4<Rows4Q4_1, true>>, kAnyRow);
+  set_rows4(Type::Q5_0, entry<Dot32Rows4<Rows4Q5_0, true>>, kAnyRow);
+  set_rows4(Type::Q5_1, entry<Dot32Rows4<Rows4Q5_1, true>>, kAnyRow);
+  set_rows4(Type::Q8_0, entry<Dot32Rows4<Rows4Q8_0, true>>, kLongRowCols);
+  set_rows4(Type::IQ4_NL, entry<Dot32Rows4<Rows4IQ4_NL, true>>, kAnyRow);
+  set_rows4(Type::MXFP4, entry<Dot32Rows4<Rows4MXFP4, true>>, kAnyRow);
+  // Q2_K's and IQ4_XS's kernels take every column count in both sets
+  set_rows4(Type::Q2_K, entry<DotQ2KRows4<true>>, kFullWidth ? kLongRowCols : kAnyRow);
+  set_rows4(Type::IQ4_XS, entry<DotIQ4XSRows4<true>>, kLongRowCols);
+  if constexpr (kFullWidth) {
+    set_rows4(Type::Q4_K, entry<DotQ45KRows4<false, true>>, kLongRowCols);
+    set_rows4(Type::Q5_K, entry<DotQ45KRows4<true, true>>, kLongRowCols);
+    set_rows4(Type::Q6_K, entry<DotQ6KRows4<1, true>>, kLongRowCols);
   }
   set(Type::F32, entry<DotFloat<LoadF32, Floats16>>);
   set(Type::F16, entry<DotFloat<LoadF16, Floats16>>);
@@ -1003,13 +1022,13 @@ KernelSet make_avx512(const char* name) {
 
 #if defined(EPQ_AVX512_EMULATED)
 const KernelSet& avx512_kernels_emulated() {
-  static const KernelSet s = make_avx512<1>("avx512-emulated");  // the tests check the four-row decode kernels
+  static const KernelSet s = make_avx512<true>("avx512-emulated");  // the tests check the four-row decode kernels
   return s;
 }
 #else
 const KernelSet& avx512_kernels_unchecked() {
   // AMD family 1Ah: Zen 5, whose 512-bit units are full width (Zen 4's run 256 bits at a time).
-  static const KernelSet s = cpu_features().amd_family >= 0x1A ? make_avx512<1>("avx512-rows4") : make_avx512<2>("avx512");
+  static const KernelSet s = cpu_features().amd_family >= 0x1A ? make_avx512<true>("avx512-rows4") : make_avx512<false>("avx512");
   return s;
 }
 #endif

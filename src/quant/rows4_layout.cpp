@@ -55,8 +55,8 @@ Rearrange rearrange_for(Type t) {
 bool has_rows4_layout(Type t) { return rearrange_for(t) != nullptr; }
 
 bool use_rows4_layout(Type t, int64_t cols) {
-  if ((t == Type::Q8_0 || info(t).block_elems == 256) && cols >= kLongRowCols) return false;
-  return has_rows4_layout(t) && dot_kernel_rows4(active_kernels(), t) != nullptr;
+  const KernelSet& set = active_kernels();
+  return has_rows4_layout(t) && dot_kernel_rows4(set, t) != nullptr && cols < set.rows4_below_cols[static_cast<uint32_t>(t)];
 }
 
 void to_rows4_layout(Type t, uint8_t* data, int64_t rows, int64_t cols) {

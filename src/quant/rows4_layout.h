@@ -1,8 +1,8 @@
 #pragma once
 // The four-row layout of the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL,
 // MXFP4) and of Q2_K, Q4_K, Q5_K, Q6_K and IQ4_XS, for weights in RAM on CPUs whose kernel
-// set reads it (KernelSet::dot_rows4; for Q4_K, Q5_K and Q6_K only where it takes one
-// column with four rows, Zen 5). Q8_0 and the 256-element formats only for rows shorter
+// set reads it (KernelSet::dot_rows4; for Q4_K, Q5_K and Q6_K only on CPUs with full-width
+// 512-bit units, Zen 5). Q8_0 and the 256-element formats only for rows shorter
 // than kLongRowCols: with rows of 2048 elements Q8_0's file layout streamed 0.93-0.98 of
 // the read probe and this one 0.82-0.88, with rows of 768 0.64-0.74 against 0.82-0.89; the
 // K formats' layout made decode of a Q4_K model with rows of 2048 about 8% slower, while
@@ -10,7 +10,10 @@
 // against 0.62-0.73, IQ4_XS's 0.82-0.86 against 0.66-0.77 (at 4096 columns its file
 // layout gave 0.89-1.00, this one 0.85-0.87) (docs/PERFORMANCE.md, "Q8_0 in the four-row
 // layout", "The K formats in the four-row layout, for short rows", "Q2_K in the four-row
-// layout" and "IQ4_XS with four rows per register").
+// layout" and "IQ4_XS with four rows per register"). On a Zen 4 (the set `avx512`, split
+// 512-bit units) Q4_0's long rows stay in the file layout and Q2_K's go to this one, and the
+// K formats keep the file layout ("Zen 4 again: which decode kernels and layouts pay").
+// Each kernel set says which rows it takes in this layout (KernelSet::rows4_below_cols).
 //
 // In a file, a matrix's rows follow one another, so a kernel that takes four or eight rows
 // at a time reads as many streams of memory. In this layout rows go in groups of four, and
@@ -33,12 +36,13 @@ namespace epq::quant {
 // Whether type t has the layout.
 bool has_rows4_layout(Type t);
 
-// Q8_0 and 256-element-format rows at least this long stay in the file layout.
+// Rows at least this long stay in the file layout for Q8_0 and the 256-element formats
+// (on a Zen 4 also Q4_0 but not Q2_K): KernelSet::rows4_below_cols.
 inline constexpr int64_t kLongRowCols = 2048;
 
 // Whether matrices of type t with rows of `cols` elements are to be rearranged: t has the
-// layout, the active kernel set reads it (AVX-512; on AVX2-only CPUs nothing is), and for
-// Q8_0 and the 256-element formats the rows are shorter than kLongRowCols.
+// layout, the active kernel set reads it (AVX-512; on AVX2-only CPUs nothing is), and the
+// rows are shorter than the set's rows4_below_cols for t.
 bool use_rows4_layout(Type t, int64_t cols);
 
 // Rearranges `rows` rows of `cols` elements of type t (has_rows4_layout), file layout at

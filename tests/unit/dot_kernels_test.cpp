@@ -382,26 +382,32 @@ TEST(Rows4Layout, FieldsOfFourRowsSideBySide) {
   EXPECT_FALSE(has_rows4_layout(Type::Q3_K));
 }
 
-// Which matrices are rearranged: where the kernel set reads the layout, and Q8_0 and the K
-// formats only with rows shorter than kLongRowCols (their file layout is faster for long rows).
-TEST(Rows4Layout, UsedWhereTheKernelsReadItAndQ8_0AndKFormatsForShortRowsOnly) {
+// Which matrices are rearranged: where the kernel set reads the layout, and for the row
+// lengths it takes in it: Q8_0, IQ4_XS and the K formats only rows shorter than
+// kLongRowCols (their file layout is faster for long rows); on split 512-bit units (the
+// set `avx512`, Zen 4) also Q4_0, while Q2_K's rows of any length are rearranged there.
+TEST(Rows4Layout, UsedWhereTheKernelsReadItForTheRowLengthsTheSetTakes) {
   const bool avx512 = dot_kernel_rows4(active_kernels(), Type::Q4_0) != nullptr;
-  EXPECT_EQ(use_rows4_layout(Type::Q4_0, 4096), avx512);
+  const bool full_width = std::string(active_kernels().name) == "avx512-rows4";  // Zen 5's set
+  EXPECT_EQ(use_rows4_layout(Type::Q4_0, 768), avx512);
+  EXPECT_EQ(use_rows4_layout(Type::Q4_0, kLongRowCols - 32), avx512);
+  EXPECT_EQ(use_rows4_layout(Type::Q4_0, 4096), avx512 && full_width);
+  for (Type t : {Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::IQ4_NL, Type::MXFP4}) EXPECT_EQ(use_rows4_layout(t, 4096), avx512) << name(t);
   EXPECT_EQ(use_rows4_layout(Type::Q8_0, 768), avx512);
   EXPECT_EQ(use_rows4_layout(Type::Q8_0, kLongRowCols - 32), avx512);
   EXPECT_FALSE(use_rows4_layout(Type::Q8_0, kLongRowCols));
   EXPECT_FALSE(use_rows4_layout(Type::Q8_0, 4096));
-  const bool k_rows4 = dot_kernel_rows4(active_kernels(), Type::Q4_K) != nullptr;  // Zen 5's set
+  const bool k_rows4 = dot_kernel_rows4(active_kernels(), Type::Q4_K) != nullptr;
+  EXPECT_EQ(k_rows4, full_width);
   for (Type t : {Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
     EXPECT_EQ(use_rows4_layout(t, 768), k_rows4) << name(t);
     EXPECT_EQ(use_rows4_layout(t, kLongRowCols - 256), k_rows4) << name(t);
     EXPECT_FALSE(use_rows4_layout(t, kLongRowCols)) << name(t);
   }
   // Q2_K's and IQ4_XS's four-row kernels take one column in both AVX-512 sets.
-  for (Type t : {Type::Q2_K, Type::IQ4_XS}) {
-    EXPECT_EQ(use_rows4_layout(t, 768), avx512) << name(t);
-    EXPECT_FALSE(use_rows4_layout(t, kLongRowCols)) << name(t);
-  }
+  for (Type t : {Type::Q2_K, Type::IQ4_XS}) EXPECT_EQ(use_rows4_layout(t, 768), avx512) << name(t);
+  EXPECT_EQ(use_rows4_layout(Type::Q2_K, kLongRowCols), avx512 && !full_width);
+  EXPECT_FALSE(use_rows4_layout(Type::IQ4_XS, kLongRowCols));
   EXPECT_FALSE(use_rows4_layout(Type::Q3_K, 768));
   const KernelSet* avx2 = avx2_kernels();
   if (avx2 != nullptr) {
