@@ -135,8 +135,11 @@ struct LoadBF16 {
 // then the lanes are added as hsum(lanes 0-7 + lanes 8-15), then the n % 16 last products
 // one by one. That order is the kernels' contract, so the AVX2 set (two 256-bit halves)
 // and the AVX-512 set (one 512-bit vector) give the same bits. With few columns, rows go
-// in groups (four for one column) so that their FMA chains overlap and each activation
-// vector is loaded once for the group; a row's sums do not depend on its partners.
+// in groups (up to eight for one column, as V's registers allow) so that their FMA chains
+// overlap, each activation vector is loaded once for the group, and from DRAM more rows
+// stream at once; a row's sums do not depend on its partners. On a Zen 4, eight rows
+// against four took BF16 and F16 decode from 0.52-0.55 of a fast read probe to 0.60-0.62,
+// but one column with rows in L3 from 23-27 to 19-20 GMAC/s (docs/PERFORMANCE.md, stop 51).
 template <typename L, typename V>
 struct DotFloat {
   static constexpr int64_t kLineElems = 64 / L::kBytes;  // weights per cache line, prefetched together
@@ -178,7 +181,7 @@ struct DotFloat {
   template <int C>
   static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
                      size_t out_stride) {
-    row_groups<std::clamp(V::kAccumulators / C, 1, 4)>(n_rows, [&]<int G>(int64_t r) {
+    row_groups<std::clamp(V::kAccumulators / C, 1, C == 1 ? 8 : 4)>(n_rows, [&]<int G>(int64_t r) {
       rows<G, C>(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, act, stride, out + r, out_stride);
     });
   }
