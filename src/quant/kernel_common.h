@@ -139,7 +139,7 @@ struct LoadBF16 {
 // overlap, each activation vector is loaded once for the group, and from DRAM more rows
 // stream at once; a row's sums do not depend on its partners. On a Zen 4, eight rows
 // against four took BF16 and F16 decode from 0.52-0.55 of a fast read probe to 0.60-0.62,
-// but one column with rows in L3 from 23-27 to 19-20 GMAC/s (docs/PERFORMANCE.md, stop 51).
+// but one column with rows in L3 from 21-27 to 16-20 GMAC/s (docs/PERFORMANCE.md, stop 51).
 template <typename L, typename V>
 struct DotFloat {
   static constexpr int64_t kLineElems = 64 / L::kBytes;  // weights per cache line, prefetched together
