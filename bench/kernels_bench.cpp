@@ -10,7 +10,9 @@
 // - Matmul/TYPE/tokens:N: prompt processing's case, one expert-sized matrix (768 x 2048,
 //   cache-resident) times N token columns, measured in multiply-adds per second (GMAC/s):
 //   this is compute-bound, and shows how well a kernel amortizes decoding a weight block.
-//   Matmul/TYPE/rows4: the same in the four-row layout.
+//   Matmul/TYPE/rows4: the same in the four-row layout. MatmulDram/TYPE/tokens:N: 64 such
+//   matrices (56 MB of Q4_K, past L3), so that the weights come from DRAM as a prompt's
+//   experts do, each row tile once for the N tokens (in groups of up to 8).
 // - Attend/SET/positions:N: one attention task (core/attend_task.h) of qwen3-30b-a3b's
 //   shape, 8 query heads of 128 dimensions sharing a KV head, against N cached positions,
 //   on one core, with the AVX2 kernel and (CPUs with AVX-512) the AVX-512 kernel, in
@@ -148,11 +150,11 @@ void BM_Matvec(benchmark::State& state, Type type, bool rows4) {
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
 }
 
-void BM_Matmul(benchmark::State& state, Type type, bool rows4) {
-  constexpr int64_t kRows = 768, kIn = 2048;  // an expert's gate or up matrix in Qwen3-30B-A3B
+void BM_Matmul(benchmark::State& state, Type type, bool rows4, int64_t matrices) {
+  const int64_t rows = 768 * matrices, kIn = 2048;  // an expert's gate or up matrix in Qwen3-30B-A3B
   const int64_t tokens = state.range(0);
-  std::vector<uint8_t> weights = random_weights(type, kRows, kIn);
-  if (rows4) epq::quant::to_rows4_layout(type, weights.data(), kRows, kIn);
+  std::vector<uint8_t> weights = random_weights(type, rows, kIn);
+  if (rows4) epq::quant::to_rows4_layout(type, weights.data(), rows, kIn);
   const epq::quant::ActFormat f = epq::quant::activation_format(type);
   const size_t act_stride = epq::quant::activation_bytes(f, kIn);
   std::vector<uint8_t> act(act_stride * static_cast<size_t>(tokens));
@@ -163,15 +165,15 @@ void BM_Matmul(benchmark::State& state, Type type, bool rows4) {
     for (float& v : x) v = normal(rng);
     epq::quant::quantize_activation(f, x.data(), act.data() + static_cast<size_t>(t) * act_stride, kIn);
   }
-  std::vector<float> out(static_cast<size_t>(kRows * tokens));
-  const epq::Matrix w{type, weights.data(), kRows, kIn, static_cast<size_t>(epq::quant::row_bytes(type, kIn)), rows4};
+  std::vector<float> out(static_cast<size_t>(rows * tokens));
+  const epq::Matrix w{type, weights.data(), rows, kIn, static_cast<size_t>(epq::quant::row_bytes(type, kIn)), rows4};
   epq::ThreadPool pool(1);
-  const epq::MatmulJob job{&w, act.data(), act_stride, tokens, out.data(), static_cast<size_t>(kRows)};
+  const epq::MatmulJob job{&w, act.data(), act_stride, tokens, out.data(), static_cast<size_t>(rows)};
   for (auto _ : state) {
     epq::run_matmuls(pool, {&job, 1});
     benchmark::DoNotOptimize(out.data());
   }
-  const double macs = static_cast<double>(kRows * kIn * tokens) * static_cast<double>(state.iterations());
+  const double macs = static_cast<double>(rows * kIn * tokens) * static_cast<double>(state.iterations());
   state.counters["GMAC/s"] = benchmark::Counter(macs / 1e9, benchmark::Counter::kIsRate);
 }
 
@@ -326,7 +328,7 @@ void register_all() {
     for (bool rows4 : {false, true}) {
       if (rows4 && epq::quant::dot_kernel_rows4(epq::quant::active_kernels(), t) == nullptr) continue;
       const std::string name = std::string("Matmul/") + epq::quant::name(t) + (rows4 ? "/rows4" : "");
-      benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, rows4)
+      benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, rows4, 1)
           ->ArgName("tokens")
           ->Arg(1)
           ->Arg(4)->Arg(5)->Arg(6)->Arg(7)
@@ -335,6 +337,13 @@ void register_all() {
           ->Unit(benchmark::kMicrosecond)
           ->UseRealTime();
     }
+  }
+  for (Type t : {Type::Q4_K, Type::Q5_K, Type::Q6_K, Type::Q8_0}) {
+    benchmark::RegisterBenchmark((std::string("MatmulDram/") + epq::quant::name(t)).c_str(), BM_Matmul, t, false, 64)
+        ->ArgName("tokens")
+        ->Arg(6)->Arg(8)->Arg(16)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   }
 }
 
