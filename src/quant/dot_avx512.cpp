@@ -1,19 +1,21 @@
 // AVX-512 dot kernels (F, BW, VL, DQ and VNNI) for the K formats Q2_K, Q3_K, Q4_K, Q5_K
 // and Q6_K and IQ4_XS, the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4)
 // and the float formats (F32, F16, BF16). The set takes the AVX2 kernels for Q8_K, and, on
-// CPUs other than AMD's Zen 5 and later, for Q4_K, Q5_K and Q6_K with one column: there
-// one or two rows at a time streamed from memory faster than four (measured on a Zen 4),
-// and the four-row kernels give their bits. On a Zen 5 four rows are faster in decode too.
+// CPUs other than AMD's Zen 5 and later, for Q6_K with one column: there the AVX2 kernel
+// streamed from memory faster than four rows at a time (measured on a Zen 4), and the
+// four-row kernel gives its bits.
 //
-// Q4_K, Q5_K and Q6_K take four rows per register, one per 128-bit lane, into vpdpbusd,
-// and give the AVX2 kernels' bits. The 32-element formats (Dot32Rows4) take four rows per
-// register too, with bits of their own, the same for any rows and columns. Both read the
-// file layout or the four-row layout (quant/rows4_layout.h; the K formats only in the set
-// that takes one column with four rows). Q2_K and IQ4_XS take four rows per register too,
-// from either layout, with bits of their own. Q3_K works on 64 elements of one row per
-// register: codes (unsigned) times activations with vpmaddubsw, then vpdpwssd multiplies
-// those pair sums by the sub-block scales and accumulates, in one instruction where AVX2
-// needs two.
+// Q4_K, Q5_K and Q6_K take four rows per register, one per 128-bit lane, into vpdpbusd.
+// Q6_K gives the AVX2 kernel's bits; Q4_K and Q5_K give bits of their own (one exact
+// integer per row and block), which lets prompts take sixteen rows per register, one per
+// 32-bit lane (DotQ45KRows16), with the same bits. The 32-element formats (Dot32Rows4)
+// take four rows per register too, with bits of their own, the same for any rows and
+// columns. Both read the file layout or the four-row layout (quant/rows4_layout.h; the K
+// formats only in the set that takes one column with four rows). Q2_K and IQ4_XS take
+// four rows per register too, from either layout, with bits of their own. Q3_K works on 64
+// elements of one row per register: codes (unsigned) times activations with vpmaddubsw,
+// then vpdpwssd multiplies those pair sums by the sub-block scales and accumulates, in one
+// instruction where AVX2 needs two.
 //
 // Written with SIMDe's names (simde_mm512_*), which are the native intrinsics when this
 // file is compiled for AVX-512 (CMakeLists.txt gives it the flags). The unit tests compile
@@ -52,6 +54,20 @@ inline V512 to_float(V512i v) {
 #else
   return join(_mm256_cvtepi32_ps(simde_mm512_castsi512_si256(v)), _mm256_cvtepi32_ps(simde_mm512_extracti64x4_epi64(v, 1)));
 #endif
+}
+// 16 F16 values to floats. (SIMDe 0.7 lacks the 512-bit form: two AVX2 halves there.)
+inline V512 halves_to_float(__m256i h) {
+#if defined(__AVX512F__)
+  return _mm512_cvtph_ps(h);
+#else
+  return join(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)));
+#endif
+}
+// The 4 bytes at p in every 32-bit lane (an embedded broadcast where it feeds an instruction).
+inline V512i broadcast32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return simde_mm512_set1_epi32(v);
 }
 inline float hsum512(V512 v) { return hsum(_mm256_add_ps(low_half(v), high_half(v))); }
 // A 256-bit vector in the low half, zeros above.
@@ -141,14 +157,16 @@ struct FileRows4 {
     return {simde_mm512_shuffle_i64x2(rows01, rows23, _MM_SHUFFLE(2, 0, 2, 0)), simde_mm512_shuffle_i64x2(rows01, rows23, _MM_SHUFFLE(3, 1, 3, 1))};
   }
   // An F16 field as floats, row i's in lanes 4i..4i+3.
-  V512 f16(int64_t b, size_t at) const {
+  V512 f16(int64_t b, size_t at) const { return spread4(_mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(halves(b, at))))); }
+  // A 2-byte field of the four rows, row i's in bits 16i..16i+15.
+  uint64_t halves(int64_t b, size_t at) const {
     uint64_t h = 0;
     for (int i = 0; i < 4; ++i) {
       uint16_t v;
       std::memcpy(&v, row_field(b, at, 2, i), 2);
       h |= uint64_t{v} << (16 * i);
     }
-    return spread4(_mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(h))));
+    return h;
   }
   // A byte field, row i's in 32-bit lane i.
   __m128i byte(int64_t b, size_t at) const {
@@ -185,6 +203,11 @@ struct PackedRows4 {
     return {simde_mm512_shuffle_i64x2(r01, r23, _MM_SHUFFLE(2, 0, 2, 0)), simde_mm512_shuffle_i64x2(r01, r23, _MM_SHUFFLE(3, 1, 3, 1))};
   }
   V512 f16(int64_t b, size_t at) const { return spread4(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(field(b, at))))); }
+  uint64_t halves(int64_t b, size_t at) const {
+    uint64_t h;
+    std::memcpy(&h, field(b, at), 8);
+    return h;
+  }
   __m128i byte(int64_t b, size_t at) const {
     uint32_t four;
     std::memcpy(&four, field(b, at), 4);
@@ -480,18 +503,41 @@ inline void add_scaled_subblock(V512i (&sum)[G][C], const V512i (&q)[G], const V
   }
 }
 
-// The end of block b for the K formats with mins (Q2_K, Q4_K, Q5_K), per 32-bit lane and
-// column c: acc[c] += a.d x (d x float(sum[c]) - dmin x float(min_sum)), where min_sum is
-// the activations' 16-element sums (bsums) 0-7 times the lane's 16-bit mins_low, plus
-// bsums 8-15 times mins_high: an exact integer.
-template <int C>
+// acc + a_d x (d x float(sum) - dmin x float(min_sum)), per 32-bit lane: a K format's
+// block b with mins, its integers exact, in one column.
+inline V512 add_block(V512 acc, V512i sum, V512i min_sum, V512 d, V512 dmin, float a_d) {
+  const V512 block = simde_mm512_fnmadd_ps(dmin, to_float(min_sum), simde_mm512_mul_ps(d, to_float(sum)));
+  return simde_mm512_fmadd_ps(simde_mm512_set1_ps(a_d), block, acc);
+}
+
+// Each row's four 32-bit lanes added, the total in all four (an exact integer sum: any
+// order gives it).
+inline V512i row_totals(V512i v) {
+  const V512i pairs = simde_mm512_add_epi32(v, shuffle32<_MM_SHUFFLE(2, 3, 0, 1)>(v));
+  return simde_mm512_add_epi32(pairs, shuffle32<_MM_SHUFFLE(1, 0, 3, 2)>(pairs));
+}
+
+// The end of block b for the K formats with mins in four-row kernels, per column c: min_sum
+// is the activations' 16-element sums (bsums) 0-7 times each lane's 16-bit mins_low, plus
+// bsums 8-15 times mins_high, an exact integer. With kRowTotals (Q4_K, Q5_K) sum and
+// min_sum are first added over each row's lanes, so that the float operations act on the
+// row's block integers; without (Q2_K), on each lane's.
+template <bool kRowTotals, int C>
 inline void add_block_with_mins(V512 (&acc)[C], const V512i (&sum)[C], V512 d, V512 dmin, V512i mins_low, V512i mins_high,
                                 const BlockQ8_K* const (&a)[C], int64_t b) {
   for (int c = 0; c < C; ++c) {
     const V512i min_sum = simde_mm512_dpwssd_epi32(simde_mm512_madd_epi16(mins_low, broadcast128(a[c][b].bsums)), mins_high,
                                                    broadcast128(a[c][b].bsums + 8));
-    const V512 block = simde_mm512_fnmadd_ps(dmin, to_float(min_sum), simde_mm512_mul_ps(d, to_float(sum[c])));
-    acc[c] = simde_mm512_fmadd_ps(simde_mm512_set1_ps(a[c][b].d), block, acc[c]);
+    if constexpr (kRowTotals) {
+      // Per row: lanes (s0 + s2, m0 + m2, s1 + s3, m1 + m3), then (S, M, S, M).
+      const V512i halves = simde_mm512_add_epi32(simde_mm512_unpacklo_epi32(sum[c], min_sum), simde_mm512_unpackhi_epi32(sum[c], min_sum));
+      const V512 totals = to_float(simde_mm512_add_epi32(halves, shuffle32<_MM_SHUFFLE(1, 0, 3, 2)>(halves)));
+      // add_block's operations in each row's first lane, M brought beside S.
+      const V512 block = simde_mm512_fnmadd_ps(dmin, simde_mm512_shuffle_ps(totals, totals, _MM_SHUFFLE(3, 3, 1, 1)), simde_mm512_mul_ps(d, totals));
+      acc[c] = simde_mm512_fmadd_ps(simde_mm512_set1_ps(a[c][b].d), block, acc[c]);
+    } else {
+      acc[c] = add_block(acc[c], sum[c], min_sum, d, dmin, a[c][b].d);
+    }
   }
 }
 
@@ -600,7 +646,7 @@ struct DotQ2KRows4 : InGroupsOfFour<DotQ2KRows4<kPackedRows>> {
         const V512 d = x[rg].f16(b, offsetof(Block, d)), dmin = x[rg].f16(b, offsetof(Block, dmin));
         const V512i mins = simde_mm512_and_si512(simde_mm512_srli_epi16(scales_mins[rg], 4), m4);
         const V512i mins_low = simde_mm512_unpacklo_epi8(mins, zero), mins_high = simde_mm512_unpackhi_epi8(mins, zero);  // 16-bit mins 0-7, 8-15
-        add_block_with_mins(acc[rg], sum[rg], d, dmin, mins_low, mins_high, a, b);
+        add_block_with_mins<false>(acc[rg], sum[rg], d, dmin, mins_low, mins_high, a, b);
       }
     }
     store_groups(acc, out, out_stride, last_rows);
@@ -772,35 +818,38 @@ void rows4_matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows,
   }
 }
 
-// Q4_K and Q5_K in prompts: four rows per register, one per 128-bit lane, against up to
-// 8 columns. Each row's 32-bit lanes take exactly the integers of the AVX2 row pairs
-// (DotQ45K in dot_avx2.cpp): lane l of a row sums, for each sub-block k, scale_k x the
-// products of its elements 4l..4l+3 and 16+4l..16+4l+3. Here one vpdpbusd takes 16 codes
-// of each of four rows (unsigned, <= 31) against the same 16 activations broadcast to
-// every lane, a second the sub-block's other 16, and one vpdpwssd multiplies the result
-// by the scale and adds it: three instructions per 128 products, where the row pairs need
-// five per 64. A lane's partial |sum| <= 8 x 31 x 128 = 31744 fits in 16 bits, so
-// vpdpwssd against (scale, 0) pairs multiplies it exactly. The float operations after the
-// integers are the row pairs' too, lane for lane, and the lanes are added in their order,
-// so both sets give the same bits for every row and column. The rows past a multiple of
-// four go to the row pairs.
+// Q4_K and Q5_K: the set's own bits. Per row and block, two exact integers, sum =
+// sum_k scale_k x (codes . activations of sub-block k) and min_sum = sum_k min_k x (sum of
+// the activations of sub-block k); then acc = fma(a.d, d x float(sum) - dmin x float(min_sum),
+// acc) in the row's float, the blocks in order. Integer sums have one value in any order,
+// so the two kernels below, four rows per register (decode and few columns) and sixteen
+// (prompts), give the same bits for every row and column count, in either layout. (The
+// AVX2 kernels split each row over four lanes through the float operations: other bits.)
+//
+// Four rows per register, one per 128-bit lane: lane l of a row sums, for each sub-block
+// k, scale_k x the products of its elements 4l..4l+3 and 16+4l..16+4l+3. One vpdpbusd
+// takes 16 codes of each of four rows (unsigned, <= 31) against the same 16 activations
+// broadcast to every lane, a second the sub-block's other 16, and one vpdpwssd multiplies
+// the result by the scale and adds it: three instructions per 128 products. A lane's
+// partial |sum| <= 8 x 31 x 128 = 31744 fits in 16 bits, so vpdpwssd against (scale, 0)
+// pairs multiplies it exactly. At the end of a block a row's four lanes are added.
 // A call takes two groups of four rows (kGroups), so that each broadcast of 16
 // activations feeds a vpdpbusd for both: with one group, the broadcasts, one per
 // vpdpbusd, bound the loop before the multiplies do (docs/PERFORMANCE.md, stop 42).
 // Q5_K with one column keeps one group: two ran slower with rows in cache. So does the
 // four-row layout, whose group is one stream: two groups, two streams, made decode of a
-// Q4_K model 30% slower (docs/PERFORMANCE.md, stop 46).
+// Q4_K model 30% slower (docs/PERFORMANCE.md, stop 46). A group short of four rows
+// repeats its last row.
 template <bool kFive, bool kPackedRows = false>
-struct DotQ45KRows4 {
+struct DotQ45KRows4 : InGroupsOfFour<DotQ45KRows4<kFive, kPackedRows>> {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
-  static constexpr Type kType = kFive ? Type::Q5_K : Type::Q4_K;
-  static constexpr int kMinCols = 1;
   static constexpr bool kPacked = kPackedRows;
   template <int C>
   static constexpr int kGroups = (kFive || kPacked) && C == 1 ? 1 : 2;  // groups of four rows per call, for C columns
 
   template <int C, int G, typename Rows>
-  static void group(int64_t n, const Rows (&x)[G], size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
+  static void group(int64_t n, const Rows (&x)[G], size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride,
+                    int last_rows) {
     V512 acc[G][C];
     for (int rg = 0; rg < G; ++rg)
       for (int c = 0; c < C; ++c) acc[rg][c] = simde_mm512_setzero_ps();
@@ -859,16 +908,169 @@ struct DotQ45KRows4 {
         const V512 d = x[rg].f16(b, offsetof(Block, d)), dmin = x[rg].f16(b, offsetof(Block, dmin));
         const V512i mins_low = simde_mm512_shuffle_epi8(scales_mins[rg], mins_index[0]);
         const V512i mins_high = simde_mm512_shuffle_epi8(scales_mins[rg], mins_index[1]);
-        add_block_with_mins(acc[rg], sum[rg], d, dmin, mins_low, mins_high, a, b);
+        add_block_with_mins<true>(acc[rg], sum[rg], d, dmin, mins_low, mins_high, a, b);
       }
     }
-    store_groups(acc, out, out_stride);  // a row's lanes added as the row pairs add them
+    for (int rg = 0; rg < G; ++rg) store_rows4(acc[rg], out + 4 * rg, out_stride, rg == G - 1 ? last_rows : 4);
   }
+};
+
+// ---- Sixteen rows per register, one per 32-bit lane ----
+// With the rows in 32-bit lanes, each vpdpbusd takes 4 codes of sixteen rows against the
+// same 4 activations (an embedded broadcast), and a lane adds all 32 products of a
+// sub-block: the scale multiplies once per 32 elements, not once per 8 as four rows per
+// register need. Loading costs a transpose, shared by every column of the call.
+
+// Sixteen rows: rows 4g..4g+3 are x[g], each in the file or the four-row layout.
+template <typename Rows>
+struct Rows16 {
+  Rows x[4];
+  // 16 bytes at `within` of the field at `at` (`size` bytes) of each row's block b,
+  // transposed: dword j of row r in 32-bit lane r of out[j].
+  void dwords(int64_t b, size_t at, size_t size, size_t within, V512i (&out)[4]) const {
+    V512i rows[4];  // rows[m]: the 16 bytes of row 4L + m in 128-bit lane L
+    for (int m = 0; m < 4; ++m) {
+      auto piece = [&](int g) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[g].row_field(b, at, size, m) + within)); };
+      rows[m] = simde_mm512_inserti32x4(
+          simde_mm512_inserti32x4(simde_mm512_inserti32x4(simde_mm512_castsi128_si512(piece(0)), piece(1), 1), piece(2), 2), piece(3), 3);
+    }
+    // A 4 x 4 transpose of 32-bit lanes within each 128-bit lane.
+    const V512i t0 = simde_mm512_unpacklo_epi32(rows[0], rows[1]), t1 = simde_mm512_unpackhi_epi32(rows[0], rows[1]);
+    const V512i t2 = simde_mm512_unpacklo_epi32(rows[2], rows[3]), t3 = simde_mm512_unpackhi_epi32(rows[2], rows[3]);
+    out[0] = simde_mm512_unpacklo_epi64(t0, t2), out[1] = simde_mm512_unpackhi_epi64(t0, t2);
+    out[2] = simde_mm512_unpacklo_epi64(t1, t3), out[3] = simde_mm512_unpackhi_epi64(t1, t3);
+  }
+  // An F16 field of every row as floats, row r's in lane r.
+  V512 f16(int64_t b, size_t at) const {
+    auto h = [&](int g) { return static_cast<long long>(x[g].halves(b, at)); };
+    return halves_to_float(_mm256_set_epi64x(h(3), h(2), h(1), h(0)));
+  }
+  // Each group's prefetch (FileRows4, PackedRows4). Inlined by force: GCC takes a call that
+  // only prefetches for one without effects, and drops it.
+  [[gnu::always_inline]] void prefetch(int64_t b, size_t row_bytes) const {
+    for (const Rows& g : x) g.prefetch(b, row_bytes, 16);
+  }
+};
+
+// Q4_K and Q5_K with sixteen rows per register, the bits of DotQ45KRows4. Per block, the
+// packed 6-bit scales and mins of the sixteen rows come in as three transposed dwords
+// (bytes 0-3, 4-7, 8-11), and are unpacked with whole-lane masks. Per 16-byte piece of the
+// codes, dword t holds elements 4t..4t+3 of sub-block 2j (low nibbles) and of 2j + 1
+// (high): vpdpbusd against the activations at the same places, into part[0] and part[1].
+// After 32 elements vpmulld multiplies each part by its sub-block's scale, into sum
+// (|part| <= 32 x 31 x 128 needs more than 16 bits). min_sum takes one vpdpwssd per two
+// sub-blocks.
+template <bool kFive>
+struct DotQ45KRows16 {
+  using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
+
+  template <int C, typename Rows>
+  static void group(int64_t n, const Rows16<Rows>& x, size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
+    V512 acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = simde_mm512_setzero_ps();
+    const V512i m4 = simde_mm512_set1_epi8(0x0F), low6 = simde_mm512_set1_epi8(0x3F), top2 = simde_mm512_set1_epi8(0x30);
+    const V512i byte0 = simde_mm512_set1_epi32(0xFF), bit4 = simde_mm512_set1_epi8(0x10);
+    for (int64_t b = 0; b < n / 256; ++b) {
+      x.prefetch(b, row_bytes);
+      V512i packed[4];
+      x.dwords(b, offsetof(Block, scales), sizeof(Block::scales), 0, packed);
+      // Bytes 0-3 of scales4[0] are scales 0-3, of scales4[1] scales 4-7; mins4 likewise.
+      const V512i scales4[2] = {simde_mm512_and_si512(packed[0], low6),
+                                simde_mm512_or_si512(simde_mm512_and_si512(packed[2], m4), simde_mm512_and_si512(simde_mm512_srli_epi32(packed[0], 2), top2))};
+      const V512i mins4[2] = {simde_mm512_and_si512(packed[1], low6),
+                              simde_mm512_or_si512(simde_mm512_and_si512(simde_mm512_srli_epi32(packed[2], 4), m4),
+                                                   simde_mm512_and_si512(simde_mm512_srli_epi32(packed[1], 2), top2))};
+      auto byte_of = [&](const V512i (&v)[2], int k) { return simde_mm512_and_si512(simde_mm512_srli_epi32(v[k / 4], 8 * (k % 4)), byte0); };
+      V512i sum[C], min_sum[C];
+      for (int c = 0; c < C; ++c) sum[c] = min_sum[c] = simde_mm512_setzero_si512();
+      // Each column's sub-block sums B_k = bsums[2k] + bsums[2k + 1] (|B_k| <= 32 x 128) as
+      // 16-bit pairs (B_2i, B_2i+1) in pair_sums[c][i], against (min_2i, min_2i+1) pairs.
+      alignas(16) int32_t pair_sums[C][4];
+      for (int c = 0; c < C; ++c) {
+        const __m256i sums = _mm256_madd_epi16(load256(a[c][b].bsums), _mm256_set1_epi16(1));
+        const __m256i packed16 = _mm256_packs_epi32(sums, sums);  // B0-B3 twice, then B4-B7 twice
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(pair_sums[c]), _mm256_castsi256_si128(packed16));
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(pair_sums[c] + 2), _mm256_extracti128_si256(packed16, 1));
+      }
+      for (int i = 0; i < 4; ++i) {
+        const V512i mins = mins4[i / 2], low = simde_mm512_set1_epi32(0xFF), high = simde_mm512_set1_epi32(0xFF0000);
+        const V512i min_pair = i % 2 == 0 ? simde_mm512_or_si512(simde_mm512_and_si512(mins, low), simde_mm512_and_si512(simde_mm512_slli_epi32(mins, 8), high))
+                                          : simde_mm512_or_si512(simde_mm512_and_si512(simde_mm512_srli_epi32(mins, 16), low),
+                                                                 simde_mm512_and_si512(simde_mm512_srli_epi32(mins, 8), high));
+        for (int c = 0; c < C; ++c) min_sum[c] = simde_mm512_dpwssd_epi32(min_sum[c], min_pair, broadcast32(pair_sums[c] + i));
+      }
+      V512i fifth[2][4];  // Q5_K: bit k of each byte of qh, transposed as the codes' pieces
+      if constexpr (kFive) {
+        for (int h = 0; h < 2; ++h) x.dwords(b, offsetof(Block, qh), sizeof(Block::qh), 16 * h, fifth[h]);
+      }
+      for (int j = 0; j < 4; ++j) {
+        V512i part[2][C];
+        for (int c = 0; c < C; ++c) part[0][c] = part[1][c] = simde_mm512_setzero_si512();
+        for (int h = 0; h < 2; ++h) {
+          V512i codes[4];
+          x.dwords(b, offsetof(Block, qs) + 32 * j, 32, 16 * h, codes);
+          for (int t = 0; t < 4; ++t) {
+            V512i q[2] = {simde_mm512_and_si512(codes[t], m4), simde_mm512_and_si512(simde_mm512_srli_epi16(codes[t], 4), m4)};
+            if constexpr (kFive) {
+              // Bit 2j + s of each byte to bit 4 (no bit of a neighbouring byte reaches bit 4).
+              for (int s = 0; s < 2; ++s) {
+                const int shift = 4 - (2 * j + s);
+                const V512i moved = shift >= 0 ? simde_mm512_slli_epi16(fifth[h][t], shift) : simde_mm512_srli_epi16(fifth[h][t], -shift);
+                q[s] = simde_mm512_or_si512(q[s], simde_mm512_and_si512(moved, bit4));
+              }
+            }
+            for (int c = 0; c < C; ++c) {
+              const int8_t* aq = a[c][b].qs + 64 * j + 16 * h + 4 * t;
+              part[0][c] = simde_mm512_dpbusd_epi32(part[0][c], q[0], broadcast32(aq));
+              part[1][c] = simde_mm512_dpbusd_epi32(part[1][c], q[1], broadcast32(aq + 32));
+            }
+          }
+        }
+        const V512i scale0 = byte_of(scales4, 2 * j), scale1 = byte_of(scales4, 2 * j + 1);
+        for (int c = 0; c < C; ++c) {
+          sum[c] = simde_mm512_add_epi32(sum[c], simde_mm512_add_epi32(simde_mm512_mullo_epi32(part[0][c], scale0),
+                                                                       simde_mm512_mullo_epi32(part[1][c], scale1)));
+        }
+      }
+      const V512 d = x.f16(b, offsetof(Block, d)), dmin = x.f16(b, offsetof(Block, dmin));
+      for (int c = 0; c < C; ++c) acc[c] = add_block(acc[c], sum[c], min_sum[c], d, dmin, a[c][b].d);
+    }
+    for (int c = 0; c < C; ++c) simde_mm512_storeu_ps(out + static_cast<size_t>(c) * out_stride, acc[c]);
+  }
+};
+
+// Q4_K and Q5_K: with kRows16MinCols columns or more, sixteen rows at a time, then four
+// (DotQ45KRows4) for the rest; fewer columns, four at a time. On a Zen 4 with rows in
+// cache, sixteen rows ran Q4_K 1.1-1.4x faster than four from 4 columns on; Q5_K, whose
+// fifth bits cost a second transpose, only from 7 (docs/PERFORMANCE.md, stop 52).
+template <bool kFive, bool kPackedRows = false>
+struct DotQ45K {
+  using Rows = std::conditional_t<kPackedRows, PackedRows4<std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>>,
+                                  FileRows4<std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>>>;
+  static constexpr int kRows16MinCols = kFive ? 7 : 4;
 
   template <int C>
   static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
                      size_t out_stride) {
-    rows4_matmul<DotQ45KRows4, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    int64_t r = 0;
+    if constexpr (C >= kRows16MinCols) {
+      const BlockQ8_K* a[C];
+      for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c);
+      for (; r + 16 <= n_rows; r += 16) {
+        Rows16<Rows> x;
+        for (int g = 0; g < 4; ++g) {
+          const uint8_t* group = w + static_cast<size_t>(r + 4 * g) * row_bytes;
+          if constexpr (kPackedRows) {
+            x.x[g].group = group;
+          } else {
+            for (int i = 0; i < 4; ++i) x.x[g].x[i] = reinterpret_cast<const typename DotQ45KRows16<kFive>::Block*>(group + static_cast<size_t>(i) * row_bytes);
+          }
+        }
+        DotQ45KRows16<kFive>::group(n, x, row_bytes, a, out + r, out_stride);
+      }
+    }
+    every_row_in_groups<DotQ45KRows4<kFive, kPackedRows>, C>(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, n_rows - r,
+                                                            static_cast<const uint8_t*>(act), stride, out + r, out_stride);
   }
 };
 
@@ -941,9 +1143,7 @@ struct DotQ6KRows4 {
       for (int rg = 0; rg < G; ++rg) {
         const V512 d = x[rg].f16(b, offsetof(Block, d));
         for (int c = 0; c < C; ++c) {
-          const V512i pairs = simde_mm512_add_epi32(sum[rg][c], shuffle32<_MM_SHUFFLE(2, 3, 0, 1)>(sum[rg][c]));
-          const V512i total = simde_mm512_add_epi32(pairs, shuffle32<_MM_SHUFFLE(1, 0, 3, 2)>(pairs));
-          acc[rg][c] = simde_mm512_fmadd_ps(simde_mm512_mul_ps(d, simde_mm512_set1_ps(a[c][b].d)), to_float(total), acc[rg][c]);
+          acc[rg][c] = simde_mm512_fmadd_ps(simde_mm512_mul_ps(d, simde_mm512_set1_ps(a[c][b].d)), to_float(row_totals(sum[rg][c])), acc[rg][c]);
         }
       }
     }
@@ -979,8 +1179,8 @@ KernelSet make_avx512(const char* name) {
   KernelSet s = *avx2_kernels();
   s.name = name;
   auto set = [&](Type t, DotKernel k) { s.dot[static_cast<uint32_t>(t)] = k; };
-  set(Type::Q4_K, entry<DotQ45KRows4<false>>);
-  set(Type::Q5_K, entry<DotQ45KRows4<true>>);
+  set(Type::Q4_K, entry<DotQ45K<false>>);
+  set(Type::Q5_K, entry<DotQ45K<true>>);
   set(Type::Q6_K, entry<DotQ6KRows4<kFullWidth ? 1 : 2>>);
   set(Type::Q2_K, entry<DotQ2KRows4<>>);
   set(Type::Q3_K, entry<DotQ3K>);
@@ -1008,8 +1208,8 @@ KernelSet make_avx512(const char* name) {
   set_rows4(Type::Q2_K, entry<DotQ2KRows4<true>>, kFullWidth ? kLongRowCols : kAnyRow);
   set_rows4(Type::IQ4_XS, entry<DotIQ4XSRows4<true>>, kLongRowCols);
   if constexpr (kFullWidth) {
-    set_rows4(Type::Q4_K, entry<DotQ45KRows4<false, true>>, kLongRowCols);
-    set_rows4(Type::Q5_K, entry<DotQ45KRows4<true, true>>, kLongRowCols);
+    set_rows4(Type::Q4_K, entry<DotQ45K<false, true>>, kLongRowCols);
+    set_rows4(Type::Q5_K, entry<DotQ45K<true, true>>, kLongRowCols);
     set_rows4(Type::Q6_K, entry<DotQ6KRows4<1, true>>, kLongRowCols);
   }
   set(Type::F32, entry<DotFloat<LoadF32, Floats16>>);
