@@ -5,10 +5,10 @@
 // streamed from memory faster than four rows at a time (measured on a Zen 4), and the
 // four-row kernel gives its bits.
 //
-// Q4_K, Q5_K and Q6_K take four rows per register, one per 128-bit lane, into vpdpbusd.
-// Q6_K gives the AVX2 kernel's bits; Q4_K and Q5_K give bits of their own (one exact
-// integer per row and block), which lets prompts take sixteen rows per register, one per
-// 32-bit lane (DotQ45KRows16), with the same bits. The 32-element formats (Dot32Rows4)
+// Q4_K, Q5_K and Q6_K take four rows per register, one per 128-bit lane, into vpdpbusd,
+// and prompts sixteen rows per register, one per 32-bit lane (DotQ45KRows16, DotQ6KRows16),
+// with the same bits: Q6_K the AVX2 kernel's, Q4_K and Q5_K bits of their own (one exact
+// integer per row and block). The 32-element formats (Dot32Rows4)
 // take four rows per register too, with bits of their own, the same for any rows and
 // columns. Both read the file layout or the four-row layout (quant/rows4_layout.h; the K
 // formats only in the set that takes one column with four rows). Q2_K and IQ4_XS take
@@ -133,6 +133,10 @@ inline void store_groups(V512 (&acc)[G][C], float* out, size_t out_stride, int l
   }
 }
 
+// The cache line at p into L2 (prefetcht1), as an asm statement GCC keeps: it dropped
+// _mm_prefetch from the sixteen-row kernels' code, which then read DRAM at half speed.
+inline void prefetch_into_l2(const void* p) { __asm__ volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p))); }
+
 // ---- Block b's fields of four rows ----
 // In the file layout (FileRows4: four row pointers) or in the four-row layout
 // (PackedRows4: a group, quant/rows4_layout.h). `at` is the field's offset in the block.
@@ -182,7 +186,7 @@ struct FileRows4 {
     if (sizeof(Block) < 64 && at % 64 >= sizeof(Block)) return;
     for (int i = 0; i < 4; ++i) {
       for (size_t line = 0; line < sizeof(Block); line += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(ahead_in_group(reinterpret_cast<const uint8_t*>(x[i]), at + line, row_bytes, rows_in_call)), _MM_HINT_T1);
+        prefetch_into_l2(ahead_in_group(reinterpret_cast<const uint8_t*>(x[i]), at + line, row_bytes, rows_in_call));
       }
     }
   }
@@ -216,7 +220,7 @@ struct PackedRows4 {
   // One stream: the lines kPrefetchBytes ahead of those that start in this block index.
   void prefetch(int64_t b, size_t, int) const {
     const uintptr_t from = reinterpret_cast<uintptr_t>(field(b, 0)) + kPrefetchBytes, to = from + 4 * sizeof(Block);
-    for (uintptr_t line = (from + 63) & ~uintptr_t{63}; line < to; line += 64) _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
+    for (uintptr_t line = (from + 63) & ~uintptr_t{63}; line < to; line += 64) prefetch_into_l2(reinterpret_cast<const void*>(line));
   }
 };
 
@@ -945,9 +949,8 @@ struct Rows16 {
     auto h = [&](int g) { return static_cast<long long>(x[g].halves(b, at)); };
     return halves_to_float(_mm256_set_epi64x(h(3), h(2), h(1), h(0)));
   }
-  // Each group's prefetch (FileRows4, PackedRows4). Inlined by force: GCC takes a call that
-  // only prefetches for one without effects, and drops it.
-  [[gnu::always_inline]] void prefetch(int64_t b, size_t row_bytes) const {
+  // Each group's prefetch (FileRows4, PackedRows4).
+  void prefetch(int64_t b, size_t row_bytes) const {
     for (const Rows& g : x) g.prefetch(b, row_bytes, 16);
   }
 };
@@ -1039,36 +1042,43 @@ struct DotQ45KRows16 {
   }
 };
 
+// Sixteen rows at a time through K16::group (file layout, or the four-row layout's groups
+// with kPacked) while sixteen remain; returns how many rows that took.
+template <typename K16, bool kPacked, int C>
+int64_t sixteen_rows_at_a_time(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
+                               size_t out_stride) {
+  using Block = typename K16::Block;
+  const BlockQ8_K* a[C];
+  for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c);
+  int64_t r = 0;
+  for (; r + 16 <= n_rows; r += 16) {
+    Rows16<std::conditional_t<kPacked, PackedRows4<Block>, FileRows4<Block>>> x;
+    for (int g = 0; g < 4; ++g) {
+      const uint8_t* group = w + static_cast<size_t>(r + 4 * g) * row_bytes;
+      if constexpr (kPacked) {
+        x.x[g].group = group;
+      } else {
+        for (int i = 0; i < 4; ++i) x.x[g].x[i] = reinterpret_cast<const Block*>(group + static_cast<size_t>(i) * row_bytes);
+      }
+    }
+    K16::group(n, x, row_bytes, a, out + r, out_stride);
+  }
+  return r;
+}
+
 // Q4_K and Q5_K: with kRows16MinCols columns or more, sixteen rows at a time, then four
 // (DotQ45KRows4) for the rest; fewer columns, four at a time. On a Zen 4 with rows in
 // cache, sixteen rows ran Q4_K 1.1-1.4x faster than four from 4 columns on; Q5_K, whose
 // fifth bits cost a second transpose, only from 7 (docs/PERFORMANCE.md, stop 52).
 template <bool kFive, bool kPackedRows = false>
 struct DotQ45K {
-  using Rows = std::conditional_t<kPackedRows, PackedRows4<std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>>,
-                                  FileRows4<std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>>>;
   static constexpr int kRows16MinCols = kFive ? 7 : 4;
 
   template <int C>
   static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
                      size_t out_stride) {
     int64_t r = 0;
-    if constexpr (C >= kRows16MinCols) {
-      const BlockQ8_K* a[C];
-      for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c);
-      for (; r + 16 <= n_rows; r += 16) {
-        Rows16<Rows> x;
-        for (int g = 0; g < 4; ++g) {
-          const uint8_t* group = w + static_cast<size_t>(r + 4 * g) * row_bytes;
-          if constexpr (kPackedRows) {
-            x.x[g].group = group;
-          } else {
-            for (int i = 0; i < 4; ++i) x.x[g].x[i] = reinterpret_cast<const typename DotQ45KRows16<kFive>::Block*>(group + static_cast<size_t>(i) * row_bytes);
-          }
-        }
-        DotQ45KRows16<kFive>::group(n, x, row_bytes, a, out + r, out_stride);
-      }
-    }
+    if constexpr (C >= kRows16MinCols) r = sixteen_rows_at_a_time<DotQ45KRows16<kFive>, kPackedRows, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
     every_row_in_groups<DotQ45KRows4<kFive, kPackedRows>, C>(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, n_rows - r,
                                                             static_cast<const uint8_t*>(act), stride, out + r, out_stride);
   }
@@ -1157,6 +1167,90 @@ struct DotQ6KRows4 {
   }
 };
 
+// Q6_K with sixteen rows per register, one per 32-bit lane, the bits of DotQ6KRows4 (and of
+// the AVX2 kernel): per 16-byte piece l0..l0+15 of ql[64h..] (A), ql[64h + 32..] (B) and
+// qh[32h..] (H), dword t holds elements l0 + 4t..+3 of the four 16-element sub-blocks
+// 8h + 2g + l0 / 16, g = 0-3: codes A & 15 | (H << 4) & 48, B & 15 | (H << 2) & 48,
+// A >> 4 | H & 48, B >> 4 | (H >> 2) & 48 (0-63, stored +32). Four vpdpbusd take a
+// sub-block's 16 elements into part (|part| <= 16 x 63 x 128), vpmulld multiplies it by the
+// sub-block's signed scale, and the +32 comes off as -32 x sum_k(scale_k x bsums_k), one
+// vpdpwssd per two sub-blocks: each row's block total is the exact integer of the AVX2
+// kernel, multiplied as it does, fma(d x a.d, total, acc).
+struct DotQ6KRows16 {
+  using Block = BlockQ6_K;
+
+  template <int C, typename Rows>
+  static void group(int64_t n, const Rows16<Rows>& x, size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
+    V512 acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = simde_mm512_setzero_ps();
+    const V512i m4 = simde_mm512_set1_epi8(0x0F), m48 = simde_mm512_set1_epi8(0x30), byte0 = simde_mm512_set1_epi32(0xFF);
+    const V512i sign = simde_mm512_set1_epi32(0x80), low16 = simde_mm512_set1_epi32(0xFFFF);
+    for (int64_t b = 0; b < n / 256; ++b) {
+      x.prefetch(b, row_bytes);
+      V512i packed[4];
+      x.dwords(b, offsetof(Block, scales), sizeof(Block::scales), 0, packed);
+      V512i scale[16];  // sign-extended to 32 bits
+      for (int k = 0; k < 16; ++k) {
+        const V512i byte = simde_mm512_and_si512(simde_mm512_srli_epi32(packed[k / 4], 8 * (k % 4)), byte0);
+        scale[k] = simde_mm512_sub_epi32(simde_mm512_xor_si512(byte, sign), sign);
+      }
+      V512i total[C];
+      for (int c = 0; c < C; ++c) total[c] = simde_mm512_setzero_si512();
+      for (int i = 0; i < 8; ++i) {
+        // (-32 x scale_2i, -32 x scale_2i+1) 16-bit pairs against (bsums 2i, 2i + 1).
+        auto bias = [&](int k) { return simde_mm512_sub_epi32(simde_mm512_setzero_si512(), simde_mm512_slli_epi32(scale[k], 5)); };
+        const V512i pair = simde_mm512_or_si512(simde_mm512_and_si512(bias(2 * i), low16), simde_mm512_slli_epi32(bias(2 * i + 1), 16));
+        for (int c = 0; c < C; ++c) total[c] = simde_mm512_dpwssd_epi32(total[c], pair, broadcast32(a[c][b].bsums + 2 * i));
+      }
+      for (int h = 0; h < 2; ++h) {
+        for (int p = 0; p < 2; ++p) {
+          V512i ql_a[4], ql_b[4], qh[4];
+          x.dwords(b, offsetof(Block, ql) + 64 * h, 32, 16 * p, ql_a);
+          x.dwords(b, offsetof(Block, ql) + 64 * h + 32, 32, 16 * p, ql_b);
+          x.dwords(b, offsetof(Block, qh) + 32 * h, 32, 16 * p, qh);
+          for (int g = 0; g < 4; ++g) {
+            V512i part[C];
+            for (int c = 0; c < C; ++c) part[c] = simde_mm512_setzero_si512();
+            for (int t = 0; t < 4; ++t) {
+              const V512i low = g % 2 == 0 ? ql_a[t] : ql_b[t];
+              const V512i nibble = simde_mm512_and_si512(g < 2 ? low : simde_mm512_srli_epi16(low, 4), m4);
+              const V512i top = g == 0 ? simde_mm512_slli_epi16(qh[t], 4) : g == 1 ? simde_mm512_slli_epi16(qh[t], 2)
+                                : g == 2 ? qh[t] : simde_mm512_srli_epi16(qh[t], 2);
+              const V512i q = simde_mm512_or_si512(nibble, simde_mm512_and_si512(top, m48));
+              for (int c = 0; c < C; ++c) {
+                part[c] = simde_mm512_dpbusd_epi32(part[c], q, broadcast32(a[c][b].qs + 128 * h + 32 * g + 16 * p + 4 * t));
+              }
+            }
+            const V512i s = scale[8 * h + 2 * g + p];
+            for (int c = 0; c < C; ++c) total[c] = simde_mm512_add_epi32(total[c], simde_mm512_mullo_epi32(part[c], s));
+          }
+        }
+      }
+      const V512 d = x.f16(b, offsetof(Block, d));
+      for (int c = 0; c < C; ++c) acc[c] = simde_mm512_fmadd_ps(simde_mm512_mul_ps(d, simde_mm512_set1_ps(a[c][b].d)), to_float(total[c]), acc[c]);
+    }
+    for (int c = 0; c < C; ++c) simde_mm512_storeu_ps(out + static_cast<size_t>(c) * out_stride, acc[c]);
+  }
+};
+
+// Q6_K: with kRows16MinCols columns or more, sixteen rows at a time, then DotQ6KRows4 (and
+// its AVX2 kernel below kMinColumns columns) for the rest, all with the same bits. On a
+// Zen 4, sixteen rows were faster from 8 columns (in cache and from DRAM), level at 6, and
+// not faster at 4-5 (docs/PERFORMANCE.md, stop 52).
+template <int kMinColumns, bool kPackedRows = false>
+struct DotQ6K {
+  static constexpr int kRows16MinCols = 6;
+
+  template <int C>
+  static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
+                     size_t out_stride) {
+    int64_t r = 0;
+    if constexpr (C >= kRows16MinCols) r = sixteen_rows_at_a_time<DotQ6KRows16, kPackedRows, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    rows4_matmul<DotQ6KRows4<kMinColumns, kPackedRows>, C>(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, n_rows - r,
+                                                          static_cast<const uint8_t*>(act), stride, out + r, out_stride);
+  }
+};
+
 // kFullWidth: a CPU whose 512-bit units are full width (Zen 5), not split in two 256-bit
 // halves (Zen 4). The kernels and their bits are the same in both sets; what differs is
 // which of them decode takes. Matvec, 2 threads, share of the read probe in the same passes:
@@ -1181,7 +1275,7 @@ KernelSet make_avx512(const char* name) {
   auto set = [&](Type t, DotKernel k) { s.dot[static_cast<uint32_t>(t)] = k; };
   set(Type::Q4_K, entry<DotQ45K<false>>);
   set(Type::Q5_K, entry<DotQ45K<true>>);
-  set(Type::Q6_K, entry<DotQ6KRows4<kFullWidth ? 1 : 2>>);
+  set(Type::Q6_K, entry<DotQ6K<kFullWidth ? 1 : 2>>);
   set(Type::Q2_K, entry<DotQ2KRows4<>>);
   set(Type::Q3_K, entry<DotQ3K>);
   set(Type::IQ4_XS, entry<DotIQ4XSRows4<>>);
@@ -1210,7 +1304,7 @@ KernelSet make_avx512(const char* name) {
   if constexpr (kFullWidth) {
     set_rows4(Type::Q4_K, entry<DotQ45K<false, true>>, kLongRowCols);
     set_rows4(Type::Q5_K, entry<DotQ45K<true, true>>, kLongRowCols);
-    set_rows4(Type::Q6_K, entry<DotQ6KRows4<1, true>>, kLongRowCols);
+    set_rows4(Type::Q6_K, entry<DotQ6K<1, true>>, kLongRowCols);
   }
   set(Type::F32, entry<DotFloat<LoadF32, Floats16>>);
   set(Type::F16, entry<DotFloat<LoadF16, Floats16>>);

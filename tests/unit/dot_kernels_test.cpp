@@ -320,10 +320,11 @@ Operands random_operands(Type t, Fill fill, int64_t n, int n_rows, std::mt19937&
   return o;
 }
 
-// The AVX-512 kernels for Q6_K (four rows per register) promise the AVX2 kernel's bits
-// exactly (quant/dot_avx512.cpp): the same integers and the same float operations after
-// them. Every row and column count, 4-row groups and the rows after them. (Q4_K and Q5_K
-// have bits of their own there, the same for any rows and columns: MatchScalarReference.)
+// The AVX-512 kernels for Q6_K (four rows per register, and sixteen for prompts) promise
+// the AVX2 kernel's bits exactly (quant/dot_avx512.cpp): the same integers and the same
+// float operations after them. Every row count up to 37 and column count: groups of
+// sixteen and of four, and the rows after them. (Q4_K and Q5_K have bits of their own
+// there, the same for any rows and columns: MatchScalarReference.)
 TEST(SameBitsAsAvx2, Q6K) {
   std::vector<const KernelSet*> sets = {&avx512_kernels_emulated()};
   if (avx512_kernels() != nullptr) sets.push_back(avx512_kernels());
@@ -331,7 +332,7 @@ TEST(SameBitsAsAvx2, Q6K) {
   for (Type t : {Type::Q6_K}) {
     for (Fill fill : {Fill::kQuantized, Fill::kRandomBytes, Fill::kMaxCodes}) {
       const int64_t n = 256 * 5;
-      const int n_rows = 13;
+      const int n_rows = 37;
       const auto [row_size, act_bytes, rows, acts] = random_operands(t, fill, n, n_rows, rng);
       for (int rows_in_call = 1; rows_in_call <= n_rows; ++rows_in_call) {
         for (int cols = 1; cols <= kMaxCols; ++cols) {
@@ -428,8 +429,8 @@ TEST(Rows4Layout, UsedWhereTheKernelsReadItForTheRowLengthsTheSetTakes) {
 
 // A kernel for the four-row layout gives, row for row, the bits of its set's kernel for the
 // file layout (itself checked against the scalar reference above): every row count, so
-// full groups and the rows after them, calls that start at a later group, 1-8 columns,
-// and rows longer than the prepared window.
+// full groups (of four and of sixteen) and the rows after them, calls that start at a
+// later group, 1-8 columns, and rows longer than the prepared window.
 TEST(Rows4Layout, SameBitsAsTheFileLayout) {
   std::vector<const KernelSet*> sets = {&avx512_kernels_emulated()};
   if (avx512_kernels() != nullptr) sets.push_back(avx512_kernels());
@@ -441,7 +442,8 @@ TEST(Rows4Layout, SameBitsAsTheFileLayout) {
       // For the 32-element formats also rows longer than their kernels' prepared window.
       for (const int64_t n : {info(t).block_elems * 13, int64_t{32 * 420}}) {
         if (n % info(t).block_elems != 0) continue;
-        const int n_rows = 15;
+        // The 256-element formats up to 37 rows: prompts take sixteen at a time (Q4_K-Q6_K).
+        const int n_rows = info(t).block_elems == 256 ? 37 : 15;
         const auto [row_size, act_bytes, rows, acts] = random_operands(t, fill, n, n_rows, rng);
         for (const KernelSet* set : sets) {
           if (dot_kernel_rows4(*set, t) == nullptr) {
