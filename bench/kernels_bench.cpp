@@ -10,13 +10,16 @@
 // - Matmul/TYPE/tokens:N: prompt processing's case, one expert-sized matrix (768 x 2048,
 //   cache-resident) times N token columns, measured in multiply-adds per second (GMAC/s):
 //   this is compute-bound, and shows how well a kernel amortizes decoding a weight block.
-//   Matmul/TYPE/rows4: the same in the four-row layout. MatmulDram/TYPE/tokens:N: 64 such
+//   Matmul/TYPE/rows4: the same in the layout of quant/rows4_layout.h that the kernel set
+//   reads (four rows, or sixteen for Q4_K-Q6_K on a Zen 4). MatmulDram/TYPE/tokens:N: 64 such
 //   matrices (56 MB of Q4_K, past L3), so that the weights come from DRAM as a prompt's
-//   experts do, each row tile once for the N tokens (in groups of up to 8).
+//   experts do, each row tile once for the N tokens (in groups of up to 8); /rows4 in that layout.
 // - Attend/SET/positions:N: one attention task (core/attend_task.h) of qwen3-30b-a3b's
 //   shape, 8 query heads of 128 dimensions sharing a KV head, against N cached positions,
 //   on one core, with the AVX2 kernel and (CPUs with AVX-512) the AVX-512 kernel, in
 //   multiply-adds per second (GMAC/s, q.k and the weighted values together).
+// - Rearrange/TYPE: quant::to_rows4_layout on 64 expert-sized matrices (768 x 2048, past
+//   L3), as the loader and the pager run it on one core, in bytes per second.
 // - Int8Peak: the ceiling for those kernels on one core, a loop of nothing but the
 //   vpmaddubsw + vpmaddwd + vpaddd sequence they use, on data in L1 (GMAC/s).
 // - VnniPeak (CPUs with AVX-512 VNNI): the same for 512-bit vpdpbusd alone, the most an
@@ -148,6 +151,17 @@ void BM_Matvec(benchmark::State& state, Type type, bool rows4) {
   state.counters["probe_GB/s"] = probe_rate / 1e9;
   state.counters["of_probe"] = bytes / seconds / probe_rate;
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
+}
+
+void BM_Rearrange(benchmark::State& state, Type type) {
+  const int64_t rows = 768, cols = 2048, matrices = 64;
+  const size_t matrix_bytes = static_cast<size_t>(rows * epq::quant::row_bytes(type, cols));
+  std::vector<uint8_t> weights = random_weights(type, rows * matrices, cols);
+  for (auto _ : state) {
+    for (int64_t m = 0; m < matrices; ++m) epq::quant::to_rows4_layout(type, weights.data() + static_cast<size_t>(m) * matrix_bytes, rows, cols);
+    benchmark::DoNotOptimize(weights.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * weights.size()));
 }
 
 void BM_Matmul(benchmark::State& state, Type type, bool rows4, int64_t matrices) {
@@ -313,6 +327,10 @@ void register_all() {
       }
     }
   }
+  for (Type t : {Type::Q4_K, Type::Q5_K, Type::Q6_K, Type::Q4_0, Type::IQ4_NL, Type::Q8_0}) {
+    if (epq::quant::dot_kernel_rows4(epq::quant::active_kernels(), t) == nullptr) continue;
+    benchmark::RegisterBenchmark((std::string("Rearrange/") + epq::quant::name(t)).c_str(), BM_Rearrange, t)->Unit(benchmark::kMillisecond)->UseRealTime();
+  }
   benchmark::RegisterBenchmark("Int8Peak", BM_Int8Peak)->Unit(benchmark::kMicrosecond)->UseRealTime();
   if (epq::quant::cpu_features().avx512_vnni) {
     benchmark::RegisterBenchmark("VnniPeak", BM_VnniPeak)->Unit(benchmark::kMicrosecond)->UseRealTime();
@@ -339,11 +357,15 @@ void register_all() {
     }
   }
   for (Type t : {Type::Q4_K, Type::Q5_K, Type::Q6_K, Type::Q8_0}) {
-    benchmark::RegisterBenchmark((std::string("MatmulDram/") + epq::quant::name(t)).c_str(), BM_Matmul, t, false, 64)
-        ->ArgName("tokens")
-        ->Arg(6)->Arg(8)->Arg(16)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
+    for (bool rows4 : {false, true}) {
+      if (rows4 && epq::quant::dot_kernel_rows4(epq::quant::active_kernels(), t) == nullptr) continue;
+      const std::string name = std::string("MatmulDram/") + epq::quant::name(t) + (rows4 ? "/rows4" : "");
+      benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, rows4, 64)
+          ->ArgName("tokens")
+          ->Arg(1)->Arg(6)->Arg(8)->Arg(16)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+    }
   }
 }
 

@@ -42,8 +42,8 @@ void run_matmuls(ThreadPool& pool, std::span<const MatmulJob> jobs) {
   int64_t total_rows = 0;
   for (const MatmulJob& j : jobs) total_rows += j.w->rows;
   // Enough chunks to balance the threads, but each at least 16 rows to amortize dispatch,
-  // and a multiple of four, as the four-row layout's groups are.
-  const int64_t target = (std::max<int64_t>(16, total_rows / (static_cast<int64_t>(pool.size()) * 16)) + 3) / 4 * 4;
+  // and a multiple of sixteen, as the groups of the four- and sixteen-row layouts are.
+  const int64_t target = (std::max<int64_t>(16, total_rows / (static_cast<int64_t>(pool.size()) * 16)) + 15) / 16 * 16;
   std::vector<Chunk> chunks;
   std::vector<quant::DotKernel> job_kernels;
   for (size_t i = 0; i < jobs.size(); ++i) {

@@ -22,13 +22,16 @@ using DotKernel = void (*)(int64_t n, const void* w, size_t row_bytes, int64_t n
 struct KernelSet {
   const char* name;
   DotKernel dot[64];  // indexed by type id; null for unsupported types
-  // The same products for weights in the four-row layout (quant/rows4_layout.h): w at the
-  // first row of a group, n_rows rows of which all but the last n_rows % 4 are in groups.
+  // The same products for weights in the four-row layout (quant/rows4_layout.h) or its
+  // sixteen-row variant (group_rows): w at the first row of a group, n_rows rows of which
+  // all but the last n_rows % group_rows are in groups.
   // Null for the types and sets without one.
   DotKernel dot_rows4[64];
   // Matrices of a type with dot_rows4 go to that layout where their rows are shorter than
   // this many elements: with long rows some formats stream faster in the file layout.
   int64_t rows4_below_cols[64];
+  // Rows in a group of that layout: 4, or 16 in its sixteen-row variant.
+  int group_rows[64];
 };
 
 const KernelSet& scalar_kernels();            // the oracle: dequantize and sum in double
@@ -42,6 +45,9 @@ const KernelSet& avx512_kernels_unchecked();
 // The same AVX-512 kernels built on SIMDe's emulation of the instructions, which any
 // AVX2 CPU can run. Linked into the unit tests only (tests/CMakeLists.txt).
 const KernelSet& avx512_kernels_emulated();
+// The same for the set of CPUs with split 512-bit units (Zen 4), which reads the K formats
+// in the sixteen-row layout.
+const KernelSet& avx512_split_kernels_emulated();
 
 inline DotKernel dot_kernel(const KernelSet& set, Type t) { return set.dot[static_cast<uint32_t>(t)]; }
 inline DotKernel dot_kernel_rows4(const KernelSet& set, Type t) { return set.dot_rows4[static_cast<uint32_t>(t)]; }

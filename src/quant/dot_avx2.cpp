@@ -679,7 +679,7 @@ struct Floats16x2 {
 };
 
 KernelSet make_avx2() {
-  KernelSet s{"avx2", {}, {}, {}};
+  KernelSet s{"avx2", {}, {}, {}, {}};
   auto set = [&](Type t, DotKernel k) { s.dot[static_cast<uint32_t>(t)] = k; };
   set(Type::F32, entry<DotFloat<LoadF32, Floats16x2>>);
   set(Type::F16, entry<DotFloat<LoadF16, Floats16x2>>);

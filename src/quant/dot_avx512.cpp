@@ -11,7 +11,10 @@
 // integer per row and block). The 32-element formats (Dot32Rows4)
 // take four rows per register too, with bits of their own, the same for any rows and
 // columns. Both read the file layout or the four-row layout (quant/rows4_layout.h; the K
-// formats only in the set that takes one column with four rows). Q2_K and IQ4_XS take
+// formats only in the set that takes one column with four rows, Zen 5's). In the set for
+// split 512-bit units (Zen 4), Q4_K and Q5_K weights in RAM are in the sixteen-row layout,
+// which the sixteen-row kernels read without transposes, for every column count, decode
+// included. Q2_K and IQ4_XS take
 // four rows per register too, from either layout, with bits of their own. Q3_K works on 64
 // elements of one row per register: codes (unsigned) times activations with vpmaddubsw,
 // then vpdpwssd multiplies those pair sums by the sub-block scales and accumulates, in one
@@ -955,6 +958,28 @@ struct Rows16 {
   }
 };
 
+// Sixteen rows in the sixteen-row layout (quant/rows4_layout.h), the interface of Rows16
+// without its transposes: the 2- or 4-byte piece at byte o of row r's block b is at
+// group + b * 16 * sizeof(Block) + 16 * o + r * (piece size). A group is one stream, which
+// the hardware prefetcher follows; the kernel asks for one line in kPrefetchStep bytes
+// as well. On a Zen 4, Q4_K from DRAM (bench Matvec and MatmulDram, .../rows4): one column
+// streamed 26-29 GB/s a core with a line in 256 bytes, 20-21 with every line; 6-16
+// columns ran 123-138 GMAC/s with every line, 100-117 with one in 256 (docs/PERFORMANCE.md).
+template <typename Block, size_t kPrefetchStep>
+struct PackedRows16 {
+  const uint8_t* group;
+  const uint8_t* piece(int64_t b, size_t o) const { return group + static_cast<size_t>(b) * 16 * sizeof(Block) + 16 * o; }
+  void dwords(int64_t b, size_t at, size_t, size_t within, V512i (&out)[4]) const {
+    for (int j = 0; j < 4; ++j) out[j] = load512(piece(b, at + within) + 64 * j);
+  }
+  V512 f16(int64_t b, size_t at) const { return halves_to_float(load256(piece(b, at))); }
+  // Lines kPrefetchBytes ahead of block b's.
+  void prefetch(int64_t b, size_t) const {
+    const uint8_t* ahead = piece(b, 0) + kPrefetchBytes;
+    for (size_t line = 0; line < 16 * sizeof(Block); line += kPrefetchStep) prefetch_into_l2(ahead + line);
+  }
+};
+
 // Q4_K and Q5_K with sixteen rows per register, the bits of DotQ45KRows4. Per block, the
 // packed 6-bit scales and mins of the sixteen rows come in as three transposed dwords
 // (bytes 0-3, 4-7, 8-11), and are unpacked with whole-lane masks. Per 16-byte piece of the
@@ -967,8 +992,8 @@ template <bool kFive>
 struct DotQ45KRows16 {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
 
-  template <int C, typename Rows>
-  static void group(int64_t n, const Rows16<Rows>& x, size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
+  template <int C, typename Sixteen>
+  static void group(int64_t n, const Sixteen& x, size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
     V512 acc[C];
     for (int c = 0; c < C; ++c) acc[c] = simde_mm512_setzero_ps();
     const V512i m4 = simde_mm512_set1_epi8(0x0F), low6 = simde_mm512_set1_epi8(0x3F), top2 = simde_mm512_set1_epi8(0x30);
@@ -1042,9 +1067,13 @@ struct DotQ45KRows16 {
   }
 };
 
-// Sixteen rows at a time through K16::group (file layout, or the four-row layout's groups
-// with kPacked) while sixteen remain; returns how many rows that took.
-template <typename K16, bool kPacked, int C>
+// Where a call's rows are: the file layout, or the four- or sixteen-row layout
+// (quant/rows4_layout.h). In the last two, the rows after the last group are in the file's.
+enum class Layout { kFile, kRows4, kRows16 };
+
+// Sixteen rows at a time through K16::group while sixteen remain (in the sixteen-row
+// layout, the groups; the others as Rows16 of four-row groups); returns how many rows that took.
+template <typename K16, Layout L, int C>
 int64_t sixteen_rows_at_a_time(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
                                size_t out_stride) {
   using Block = typename K16::Block;
@@ -1052,25 +1081,36 @@ int64_t sixteen_rows_at_a_time(int64_t n, const uint8_t* w, size_t row_bytes, in
   for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c);
   int64_t r = 0;
   for (; r + 16 <= n_rows; r += 16) {
-    Rows16<std::conditional_t<kPacked, PackedRows4<Block>, FileRows4<Block>>> x;
-    for (int g = 0; g < 4; ++g) {
-      const uint8_t* group = w + static_cast<size_t>(r + 4 * g) * row_bytes;
-      if constexpr (kPacked) {
-        x.x[g].group = group;
-      } else {
-        for (int i = 0; i < 4; ++i) x.x[g].x[i] = reinterpret_cast<const Block*>(group + static_cast<size_t>(i) * row_bytes);
+    const uint8_t* rows = w + static_cast<size_t>(r) * row_bytes;
+    if constexpr (L == Layout::kRows16) {
+      K16::group(n, PackedRows16<Block, C == 1 ? 256 : 64>{rows}, row_bytes, a, out + r, out_stride);
+    } else {
+      Rows16<std::conditional_t<L == Layout::kRows4, PackedRows4<Block>, FileRows4<Block>>> x;
+      for (int g = 0; g < 4; ++g) {
+        const uint8_t* group = rows + static_cast<size_t>(4 * g) * row_bytes;
+        if constexpr (L == Layout::kRows4) {
+          x.x[g].group = group;
+        } else {
+          for (int i = 0; i < 4; ++i) x.x[g].x[i] = reinterpret_cast<const Block*>(group + static_cast<size_t>(i) * row_bytes);
+        }
       }
+      K16::group(n, x, row_bytes, a, out + r, out_stride);
     }
-    K16::group(n, x, row_bytes, a, out + r, out_stride);
   }
   return r;
 }
 
-// Q4_K and Q5_K: with kRows16MinCols columns or more, sixteen rows at a time, then four
-// (DotQ45KRows4) for the rest; fewer columns, four at a time. On a Zen 4 with rows in
-// cache, sixteen rows ran Q4_K 1.1-1.4x faster than four from 4 columns on; Q5_K, whose
-// fifth bits cost a second transpose, only from 7 (docs/PERFORMANCE.md, stop 52).
-template <bool kFive, bool kPackedRows = false>
+// Columns from which a prompt kernel K16 takes sixteen rows at a time: in the sixteen-row
+// layout every count, in the others kMinCols.
+template <Layout L, int kMinCols, int C>
+constexpr bool sixteen_rows(){ return L == Layout::kRows16 || C >= kMinCols; }
+
+// Q4_K and Q5_K: with kRows16MinCols columns or more (in the sixteen-row layout, any),
+// sixteen rows at a time, then four (DotQ45KRows4) for the rest; fewer columns, four at a
+// time. On a Zen 4 with rows in cache, sixteen rows ran Q4_K 1.1-1.4x faster than four
+// from 4 columns on; Q5_K, whose fifth bits cost a second transpose, only from 7
+// (docs/PERFORMANCE.md, stop 52).
+template <bool kFive, Layout L = Layout::kFile>
 struct DotQ45K {
   static constexpr int kRows16MinCols = kFive ? 7 : 4;
 
@@ -1078,9 +1118,9 @@ struct DotQ45K {
   static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
                      size_t out_stride) {
     int64_t r = 0;
-    if constexpr (C >= kRows16MinCols) r = sixteen_rows_at_a_time<DotQ45KRows16<kFive>, kPackedRows, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
-    every_row_in_groups<DotQ45KRows4<kFive, kPackedRows>, C>(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, n_rows - r,
-                                                            static_cast<const uint8_t*>(act), stride, out + r, out_stride);
+    if constexpr (sixteen_rows<L, kRows16MinCols, C>()) r = sixteen_rows_at_a_time<DotQ45KRows16<kFive>, L, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    every_row_in_groups<DotQ45KRows4<kFive, L == Layout::kRows4>, C>(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, n_rows - r,
+                                                                    static_cast<const uint8_t*>(act), stride, out + r, out_stride);
   }
 };
 
@@ -1179,8 +1219,8 @@ struct DotQ6KRows4 {
 struct DotQ6KRows16 {
   using Block = BlockQ6_K;
 
-  template <int C, typename Rows>
-  static void group(int64_t n, const Rows16<Rows>& x, size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
+  template <int C, typename Sixteen>
+  static void group(int64_t n, const Sixteen& x, size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
     V512 acc[C];
     for (int c = 0; c < C; ++c) acc[c] = simde_mm512_setzero_ps();
     const V512i m4 = simde_mm512_set1_epi8(0x0F), m48 = simde_mm512_set1_epi8(0x30), byte0 = simde_mm512_set1_epi32(0xFF);
@@ -1233,11 +1273,11 @@ struct DotQ6KRows16 {
   }
 };
 
-// Q6_K: with kRows16MinCols columns or more, sixteen rows at a time, then DotQ6KRows4 (and
-// its AVX2 kernel below kMinColumns columns) for the rest, all with the same bits. On a
-// Zen 4, sixteen rows were faster from 8 columns (in cache and from DRAM), level at 6, and
-// not faster at 4-5 (docs/PERFORMANCE.md, stop 52).
-template <int kMinColumns, bool kPackedRows = false>
+// Q6_K: with kRows16MinCols columns or more (in the sixteen-row layout, any), sixteen rows
+// at a time, then DotQ6KRows4 (and its AVX2 kernel below kMinColumns columns) for the
+// rest, all with the same bits. On a Zen 4, sixteen rows were faster from 8 columns (in
+// cache and from DRAM), level at 6, and not faster at 4-5 (docs/PERFORMANCE.md, stop 52).
+template <int kMinColumns, Layout L = Layout::kFile>
 struct DotQ6K {
   static constexpr int kRows16MinCols = 6;
 
@@ -1245,9 +1285,9 @@ struct DotQ6K {
   static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
                      size_t out_stride) {
     int64_t r = 0;
-    if constexpr (C >= kRows16MinCols) r = sixteen_rows_at_a_time<DotQ6KRows16, kPackedRows, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
-    rows4_matmul<DotQ6KRows4<kMinColumns, kPackedRows>, C>(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, n_rows - r,
-                                                          static_cast<const uint8_t*>(act), stride, out + r, out_stride);
+    if constexpr (sixteen_rows<L, kRows16MinCols, C>()) r = sixteen_rows_at_a_time<DotQ6KRows16, L, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    rows4_matmul<DotQ6KRows4<kMinColumns, L == Layout::kRows4>, C>(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, n_rows - r,
+                                                                  static_cast<const uint8_t*>(act), stride, out + r, out_stride);
   }
 };
 
@@ -1267,7 +1307,12 @@ struct DotQ6K {
 //   one; Q2_K 27-29 against 30-33 (stop 51). The K formats get it only with full-width units:
 //   on a Zen 4, Q4_K's 768-element rows streamed 0.61-0.63 in it against 0.79-0.81 in the
 //   file layout.
-// (docs/PERFORMANCE.md, "Zen 4 again: which decode kernels and layouts pay", and the Zen 5 sections.)
+// - With split units, Q4_K and Q5_K in the sixteen-row layout, rows of any length: on a
+//   Zen 4, Q4_K decode streamed 0.87-0.91 of the probe against the file layout's 0.72-0.85,
+//   and prompts ran 1.1-1.2x faster than with the transposes. Q6_K stays in the file layout:
+//   its sixteen-row decode streamed 0.61-0.82 against 0.84-0.91 (stop 53).
+// (docs/PERFORMANCE.md, "Zen 4 again: which decode kernels and layouts pay", "Zen 4: Q4_K
+// and Q5_K in sixteen-row groups", and the Zen 5 sections.)
 template <bool kFullWidth>
 KernelSet make_avx512(const char* name) {
   KernelSet s = *avx2_kernels();
@@ -1287,9 +1332,10 @@ KernelSet make_avx512(const char* name) {
   set(Type::IQ4_NL, entry<Dot32Rows4<Rows4IQ4_NL>>);
   set(Type::MXFP4, entry<Dot32Rows4<Rows4MXFP4>>);
   constexpr int64_t kAnyRow = INT64_MAX;
-  auto set_rows4 = [&](Type t, DotKernel k, int64_t below_cols) {
+  auto set_rows4 = [&](Type t, DotKernel k, int64_t below_cols, int group_rows = 4) {
     s.dot_rows4[static_cast<uint32_t>(t)] = k;
     s.rows4_below_cols[static_cast<uint32_t>(t)] = below_cols;
+    s.group_rows[static_cast<uint32_t>(t)] = group_rows;
   };
   set_rows4(Type::Q4_0, entry<Dot32Rows4<Rows4Q4_0, true>>, kFullWidth ? kAnyRow : kLongRowCols);
   set_rows4(Type::Q4_1, entry<Dot32Rows4<Rows4Q4_1, true>>, kAnyRow);
@@ -1302,9 +1348,12 @@ KernelSet make_avx512(const char* name) {
   set_rows4(Type::Q2_K, entry<DotQ2KRows4<true>>, kFullWidth ? kLongRowCols : kAnyRow);
   set_rows4(Type::IQ4_XS, entry<DotIQ4XSRows4<true>>, kLongRowCols);
   if constexpr (kFullWidth) {
-    set_rows4(Type::Q4_K, entry<DotQ45K<false, true>>, kLongRowCols);
-    set_rows4(Type::Q5_K, entry<DotQ45K<true, true>>, kLongRowCols);
-    set_rows4(Type::Q6_K, entry<DotQ6K<1, true>>, kLongRowCols);
+    set_rows4(Type::Q4_K, entry<DotQ45K<false, Layout::kRows4>>, kLongRowCols);
+    set_rows4(Type::Q5_K, entry<DotQ45K<true, Layout::kRows4>>, kLongRowCols);
+    set_rows4(Type::Q6_K, entry<DotQ6K<1, Layout::kRows4>>, kLongRowCols);
+  } else {
+    set_rows4(Type::Q4_K, entry<DotQ45K<false, Layout::kRows16>>, kAnyRow, 16);
+    set_rows4(Type::Q5_K, entry<DotQ45K<true, Layout::kRows16>>, kAnyRow, 16);
   }
   set(Type::F32, entry<DotFloat<LoadF32, Floats16>>);
   set(Type::F16, entry<DotFloat<LoadF16, Floats16>>);
@@ -1317,6 +1366,10 @@ KernelSet make_avx512(const char* name) {
 #if defined(EPQ_AVX512_EMULATED)
 const KernelSet& avx512_kernels_emulated() {
   static const KernelSet s = make_avx512<true>("avx512-emulated");  // the tests check the four-row decode kernels
+  return s;
+}
+const KernelSet& avx512_split_kernels_emulated() {
+  static const KernelSet s = make_avx512<false>("avx512-split-emulated");
   return s;
 }
 #else

@@ -39,7 +39,7 @@ void dot_reference(int64_t n, const void* w, size_t row_bytes, int64_t n_rows, c
 }
 
 KernelSet make_scalar() {
-  KernelSet s{"scalar", {}, {}, {}};
+  KernelSet s{"scalar", {}, {}, {}, {}};
   auto set = [&](Type t, DotKernel k) { s.dot[static_cast<uint32_t>(t)] = k; };
   set(Type::F32, dot_reference<Type::F32>);
   set(Type::F16, dot_reference<Type::F16>);

@@ -376,7 +376,7 @@ TEST(Rows4Layout, FieldsOfFourRowsSideBySide) {
     std::vector<uint8_t> file(row_size * rows);
     for (uint8_t& b : file) b = static_cast<uint8_t>(rng());
     std::vector<uint8_t> packed = file;
-    to_rows4_layout(t, packed.data(), rows, n);
+    to_rows4_layout(t, packed.data(), rows, n, avx512_kernels_emulated());
     for (size_t g = 0; g < 2; ++g) {
       for (size_t b = 0; b < 3; ++b) {
         for (const Field& f : fields) {
@@ -393,10 +393,43 @@ TEST(Rows4Layout, FieldsOfFourRowsSideBySide) {
   EXPECT_FALSE(has_rows4_layout(Type::Q3_K));
 }
 
+// The sixteen-row variant (quant/rows4_layout.h): the 2- or 4-byte piece at byte o of row
+// i's block b of a group at b * 16 * block_bytes + 16 * o + i * (piece size); 2-byte pieces
+// for the F16 fields d and dmin (the first 4 bytes), 4-byte ones after them; the rows after
+// the groups as they were.
+TEST(Rows4Layout, PiecesOfSixteenRowsSideBySide) {
+  std::mt19937 rng(6);
+  for (Type t : {Type::Q4_K, Type::Q5_K}) {
+    const KernelSet& set = avx512_split_kernels_emulated();
+    ASSERT_EQ(set.group_rows[static_cast<uint32_t>(t)], 16) << name(t);
+    const int64_t n = info(t).block_elems * 3, rows = 37;
+    const size_t block = static_cast<size_t>(info(t).block_bytes), row_size = static_cast<size_t>(row_bytes(t, n));
+    std::vector<uint8_t> file(row_size * rows);
+    for (uint8_t& b : file) b = static_cast<uint8_t>(rng());
+    std::vector<uint8_t> packed = file;
+    to_rows4_layout(t, packed.data(), rows, n, set);
+    for (size_t g = 0; g < 2; ++g) {
+      for (size_t b = 0; b < 3; ++b) {
+        for (size_t o = 0; o < block;) {
+          const size_t piece = o < 4 ? 2 : 4;
+          for (size_t i = 0; i < 16; ++i) {
+            const uint8_t* want = file.data() + (16 * g + i) * row_size + b * block + o;
+            const uint8_t* got = packed.data() + 16 * g * row_size + b * 16 * block + 16 * o + i * piece;
+            ASSERT_EQ(std::memcmp(got, want, piece), 0) << name(t) << " group " << g << " block " << b << " row " << i << " byte " << o;
+          }
+          o += piece;
+        }
+      }
+    }
+    EXPECT_EQ(std::memcmp(packed.data() + 32 * row_size, file.data() + 32 * row_size, 5 * row_size), 0) << name(t) << ": rows after the groups";
+  }
+}
+
 // Which matrices are rearranged: where the kernel set reads the layout, and for the row
 // lengths it takes in it: Q8_0, IQ4_XS and the K formats only rows shorter than
 // kLongRowCols (their file layout is faster for long rows); on split 512-bit units (the
-// set `avx512`, Zen 4) also Q4_0, while Q2_K's rows of any length are rearranged there.
+// set `avx512`, Zen 4) also Q4_0, while Q2_K's rows and Q4_K-Q6_K's (in sixteen-row
+// groups) of any length are rearranged there.
 TEST(Rows4Layout, UsedWhereTheKernelsReadItForTheRowLengthsTheSetTakes) {
   const bool avx512 = dot_kernel_rows4(active_kernels(), Type::Q4_0) != nullptr;
   const bool full_width = std::string(active_kernels().name) == "avx512-rows4";  // Zen 5's set
@@ -408,12 +441,17 @@ TEST(Rows4Layout, UsedWhereTheKernelsReadItForTheRowLengthsTheSetTakes) {
   EXPECT_EQ(use_rows4_layout(Type::Q8_0, kLongRowCols - 32), avx512);
   EXPECT_FALSE(use_rows4_layout(Type::Q8_0, kLongRowCols));
   EXPECT_FALSE(use_rows4_layout(Type::Q8_0, 4096));
-  const bool k_rows4 = dot_kernel_rows4(active_kernels(), Type::Q4_K) != nullptr;
-  EXPECT_EQ(k_rows4, full_width);
+  // Q4_K and Q5_K: with full-width units in four-row groups for short rows only, with split
+  // units in sixteen-row groups for every row. Q6_K: in four-row groups for short rows with
+  // full-width units, else in the file layout.
   for (Type t : {Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
-    EXPECT_EQ(use_rows4_layout(t, 768), k_rows4) << name(t);
-    EXPECT_EQ(use_rows4_layout(t, kLongRowCols - 256), k_rows4) << name(t);
-    EXPECT_FALSE(use_rows4_layout(t, kLongRowCols)) << name(t);
+    const bool split_units_take_it = t != Type::Q6_K;
+    EXPECT_EQ(use_rows4_layout(t, 768), avx512 && (full_width || split_units_take_it)) << name(t);
+    EXPECT_EQ(use_rows4_layout(t, kLongRowCols - 256), avx512 && (full_width || split_units_take_it)) << name(t);
+    EXPECT_EQ(use_rows4_layout(t, kLongRowCols), avx512 && !full_width && split_units_take_it) << name(t);
+    if (use_rows4_layout(t, 768)) {
+      EXPECT_EQ(active_kernels().group_rows[static_cast<uint32_t>(t)], full_width ? 4 : 16) << name(t);
+    }
   }
   // Q2_K's and IQ4_XS's four-row kernels take one column in both AVX-512 sets.
   for (Type t : {Type::Q2_K, Type::IQ4_XS}) EXPECT_EQ(use_rows4_layout(t, 768), avx512) << name(t);
@@ -432,7 +470,7 @@ TEST(Rows4Layout, UsedWhereTheKernelsReadItForTheRowLengthsTheSetTakes) {
 // full groups (of four and of sixteen) and the rows after them, calls that start at a
 // later group, 1-8 columns, and rows longer than the prepared window.
 TEST(Rows4Layout, SameBitsAsTheFileLayout) {
-  std::vector<const KernelSet*> sets = {&avx512_kernels_emulated()};
+  std::vector<const KernelSet*> sets = {&avx512_kernels_emulated(), &avx512_split_kernels_emulated()};
   if (avx512_kernels() != nullptr) sets.push_back(avx512_kernels());
   std::mt19937 rng(13);
   int checked = 0;
@@ -447,16 +485,19 @@ TEST(Rows4Layout, SameBitsAsTheFileLayout) {
         const auto [row_size, act_bytes, rows, acts] = random_operands(t, fill, n, n_rows, rng);
         for (const KernelSet* set : sets) {
           if (dot_kernel_rows4(*set, t) == nullptr) {
-            // A set that gives one column to the AVX2 kernels (before Zen 5) keeps the K formats in the file layout.
-            ASSERT_TRUE(set != sets[0] && info(t).block_elems == 256) << set->name << " " << name(t);
+            // The set for split 512-bit units (Zen 4) keeps Q6_K in the file layout.
+            ASSERT_TRUE(set != sets[0] && t == Type::Q6_K) << set->name << " " << name(t);
             continue;
           }
+          const int group_rows = set->group_rows[static_cast<uint32_t>(t)];
+          // The emulated sets differ in their layout kernels only where the groups do.
+          if (set == sets[1] && group_rows == 4) continue;
           for (int first_group = 0; first_group <= 1; ++first_group) {
-            for (int in_call = 1; in_call <= n_rows - 4 * first_group; ++in_call) {
+            for (int in_call = 1; in_call <= n_rows - group_rows * first_group; ++in_call) {
               // The rows of the call as a matrix of its own: its groups rearranged, the rest as they were.
-              const uint8_t* file = rows.data() + static_cast<size_t>(4 * first_group) * row_size;
+              const uint8_t* file = rows.data() + static_cast<size_t>(group_rows * first_group) * row_size;
               std::vector<uint8_t> packed(file, file + static_cast<size_t>(in_call) * row_size);
-              to_rows4_layout(t, packed.data(), in_call, n);
+              to_rows4_layout(t, packed.data(), in_call, n, *set);
               for (int cols = 1; cols <= kMaxCols; ++cols) {
                 std::vector<float> expect(static_cast<size_t>(in_call * cols)), got(expect.size());
                 dot_kernel(*set, t)(n, file, row_size, in_call, acts.data(), act_bytes, cols, expect.data(), in_call);
