@@ -78,7 +78,7 @@ Engine::Engine(const EngineOptions& options)
       source_ = std::make_unique<pager::ShardFiles>(file_.shard_paths(), options_.io.force_buffered);
       resident_ = std::make_unique<ResidentLoader>(file_, *source_, n_layer, true, !options_.quiet);
       if (resident_->seconds() >= 1) {  // small models load silently
-        note(fmt::format("all in RAM: weights read into memory ({}, {} of it in the four-row layout) in {:.1f} s",
+        note(fmt::format("all in RAM: weights read into memory ({}, {} of it rearranged into row groups for the kernels) in {:.1f} s",
                          format_bytes(resident_->bytes()), format_bytes(resident_->rows4_bytes()), resident_->seconds()));
       }
     } else if (!options_.mmap) {

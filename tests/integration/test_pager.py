@@ -122,8 +122,9 @@ class BitIdentical(unittest.TestCase):
         # Q8_0, IQ4_XS and the K formats only for rows shorter than 2048: here the
         # attention and the gate and up experts, not the down experts (rows of --expert-ffn
         # 2048); so too Q4_0 on a Zen 4, where Q2_K's down experts are rearranged as well
-        # (KernelSet::rows4_below_cols). Q4_K, Q5_K and Q6_K only in Zen 5's set, Q2_K and
-        # IQ4_XS wherever it has AVX-512.
+        # (KernelSet::rows4_below_cols). Q4_K, Q5_K and Q6_K in Zen 5's set; on a Zen 4 Q4_K
+        # and Q5_K, rows of any length, in sixteen-row groups; Q2_K and IQ4_XS wherever the
+        # set has AVX-512.
         for first, second in (("Q4_0", "Q5_1"), ("IQ4_NL", "MXFP4"), ("Q4_1", "Q5_0"), ("Q8_0", "Q8_0"), ("Q5_K", "Q6_K"),
                               ("Q6_K", "Q4_K"), ("Q2_K", "Q2_K"), ("IQ4_XS", "IQ4_XS")):
             with self.subTest(first=first, second=second):

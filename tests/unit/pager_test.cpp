@@ -30,8 +30,8 @@ std::vector<uint8_t> file_bytes(const std::string& path, const models::ExpertPar
   return out;
 }
 
-// A delivered expert holds the file's bytes: as they are, or in the four-row layout
-// (quant/rows4_layout.h) where its matrices say so, which only those of the types the
+// A delivered expert holds the file's bytes: as they are, or in the four- or sixteen-row
+// layout (quant/rows4_layout.h) where its matrices say so, which only those of the types the
 // active kernels read in it may.
 void expect_file_bytes(const std::string& path, const models::ReadyExpert& r, const models::ExpertLayout& l, int expert) {
   const Matrix* m[3] = {&r.gate, &r.up, &r.down};
