@@ -963,8 +963,9 @@ struct Rows16 {
 // group + b * 16 * sizeof(Block) + 16 * o + r * (piece size). A group is one stream, which
 // the hardware prefetcher follows; the kernel asks for one line in kPrefetchStep bytes
 // as well. On a Zen 4, Q4_K from DRAM (bench Matvec and MatmulDram, .../rows4): one column
-// streamed 26-29 GB/s a core with a line in 256 bytes, 20-21 with every line; 6-16
-// columns ran 123-138 GMAC/s with every line, 100-117 with one in 256 (docs/PERFORMANCE.md).
+// streamed 24-28 GB/s a core with one line in 256 bytes, 17-21 with every line; 6-16
+// columns ran 123-138 GMAC/s with every line, 100-117 with one in 256 (docs/PERFORMANCE.md,
+// stop 53).
 template <typename Block, size_t kPrefetchStep>
 struct PackedRows16 {
   const uint8_t* group;
@@ -1103,7 +1104,7 @@ int64_t sixteen_rows_at_a_time(int64_t n, const uint8_t* w, size_t row_bytes, in
 // Columns from which a prompt kernel K16 takes sixteen rows at a time: in the sixteen-row
 // layout every count, in the others kMinCols.
 template <Layout L, int kMinCols, int C>
-constexpr bool sixteen_rows(){ return L == Layout::kRows16 || C >= kMinCols; }
+constexpr bool sixteen_rows() { return L == Layout::kRows16 || C >= kMinCols; }
 
 // Q4_K and Q5_K: with kRows16MinCols columns or more (in the sixteen-row layout, any),
 // sixteen rows at a time, then four (DotQ45KRows4) for the rest; fewer columns, four at a
