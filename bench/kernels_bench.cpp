@@ -11,7 +11,7 @@
 //   cache-resident) times N token columns, measured in multiply-adds per second (GMAC/s):
 //   this is compute-bound, and shows how well a kernel amortizes decoding a weight block.
 //   Matmul/TYPE/rows4: the same in the layout of quant/rows4_layout.h that the kernel set
-//   reads (four rows, or sixteen for Q4_K-Q6_K on a Zen 4). MatmulDram/TYPE/tokens:N: 64 such
+//   reads (four rows, or sixteen for Q4_K and Q5_K on a Zen 4). MatmulDram/TYPE/tokens:N: 64 such
 //   matrices (56 MB of Q4_K, past L3), so that the weights come from DRAM as a prompt's
 //   experts do, each row tile once for the N tokens (in groups of up to 8); /rows4 in that layout.
 // - Attend/SET/positions:N: one attention task (core/attend_task.h) of qwen3-30b-a3b's

@@ -45,7 +45,7 @@ const KernelSet& avx512_kernels_unchecked();
 // The same AVX-512 kernels built on SIMDe's emulation of the instructions, which any
 // AVX2 CPU can run. Linked into the unit tests only (tests/CMakeLists.txt).
 const KernelSet& avx512_kernels_emulated();
-// The same for the set of CPUs with split 512-bit units (Zen 4), which reads the K formats
+// The same for the set of CPUs with split 512-bit units (Zen 4), which reads Q4_K and Q5_K
 // in the sixteen-row layout.
 const KernelSet& avx512_split_kernels_emulated();
 

@@ -8,17 +8,16 @@
 // Q4_K, Q5_K and Q6_K take four rows per register, one per 128-bit lane, into vpdpbusd,
 // and prompts sixteen rows per register, one per 32-bit lane (DotQ45KRows16, DotQ6KRows16),
 // with the same bits: Q6_K the AVX2 kernel's, Q4_K and Q5_K bits of their own (one exact
-// integer per row and block). The 32-element formats (Dot32Rows4)
-// take four rows per register too, with bits of their own, the same for any rows and
-// columns. Both read the file layout or the four-row layout (quant/rows4_layout.h; the K
-// formats only in the set that takes one column with four rows, Zen 5's). In the set for
-// split 512-bit units (Zen 4), Q4_K and Q5_K weights in RAM are in the sixteen-row layout,
-// which the sixteen-row kernels read without transposes, for every column count, decode
-// included. Q2_K and IQ4_XS take
-// four rows per register too, from either layout, with bits of their own. Q3_K works on 64
-// elements of one row per register: codes (unsigned) times activations with vpmaddubsw,
-// then vpdpwssd multiplies those pair sums by the sub-block scales and accumulates, in one
-// instruction where AVX2 needs two.
+// integer per row and block). The 32-element formats (Dot32Rows4) take four rows per
+// register too, with bits of their own, the same for any rows and columns. Both read the
+// file layout or the four-row layout (quant/rows4_layout.h; the K formats only in Zen 5's
+// set). In the set for split 512-bit units (Zen 4), Q4_K and Q5_K weights in RAM are in
+// the sixteen-row layout, which the sixteen-row kernels read without transposes, for every
+// column count, decode included. Q2_K and IQ4_XS take four rows per register too, from
+// either layout, with bits of their own. Q3_K works on 64 elements of one row per
+// register: codes (unsigned) times activations with vpmaddubsw, then vpdpwssd multiplies
+// those pair sums by the sub-block scales and accumulates, in one instruction where AVX2
+// needs two.
 //
 // Written with SIMDe's names (simde_mm512_*), which are the native intrinsics when this
 // file is compiled for AVX-512 (CMakeLists.txt gives it the flags). The unit tests compile

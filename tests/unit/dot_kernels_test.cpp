@@ -428,7 +428,7 @@ TEST(Rows4Layout, PiecesOfSixteenRowsSideBySide) {
 // Which matrices are rearranged: where the kernel set reads the layout, and for the row
 // lengths it takes in it: Q8_0, IQ4_XS and the K formats only rows shorter than
 // kLongRowCols (their file layout is faster for long rows); on split 512-bit units (the
-// set `avx512`, Zen 4) also Q4_0, while Q2_K's rows and Q4_K-Q6_K's (in sixteen-row
+// set `avx512`, Zen 4) also Q4_0, while Q2_K's rows and Q4_K's and Q5_K's (in sixteen-row
 // groups) of any length are rearranged there.
 TEST(Rows4Layout, UsedWhereTheKernelsReadItForTheRowLengthsTheSetTakes) {
   const bool avx512 = dot_kernel_rows4(active_kernels(), Type::Q4_0) != nullptr;
