@@ -984,7 +984,7 @@ struct PackedRows16 {
 // packed 6-bit scales and mins of the sixteen rows come in as three transposed dwords
 // (bytes 0-3, 4-7, 8-11), and are unpacked with whole-lane masks. Per 16-byte piece of the
 // codes, dword t holds elements 4t..4t+3 of sub-block 2j (low nibbles) and of 2j + 1
-// (high): vpdpbusd against the activations at the same places, into part[0] and part[1].
+// (high): vpdpbusd against the activations at the same places, into the sub-block's part.
 // After 32 elements vpmulld multiplies each part by its sub-block's scale, into sum
 // (|part| <= 32 x 31 x 128 needs more than 16 bits). min_sum takes one vpdpwssd per two
 // sub-blocks.
@@ -1009,59 +1009,70 @@ struct DotQ45KRows16 {
                               simde_mm512_or_si512(simde_mm512_and_si512(simde_mm512_srli_epi32(packed[2], 4), m4),
                                                    simde_mm512_and_si512(simde_mm512_srli_epi32(packed[1], 2), top2))};
       auto byte_of = [&](const V512i (&v)[2], int k) { return simde_mm512_and_si512(simde_mm512_srli_epi32(v[k / 4], 8 * (k % 4)), byte0); };
-      V512i sum[C], min_sum[C];
-      for (int c = 0; c < C; ++c) sum[c] = min_sum[c] = simde_mm512_setzero_si512();
-      // Each column's sub-block sums B_k = bsums[2k] + bsums[2k + 1] (|B_k| <= 32 x 128) as
-      // 16-bit pairs (B_2i, B_2i+1) in pair_sums[c][i], against (min_2i, min_2i+1) pairs.
-      alignas(16) int32_t pair_sums[C][4];
-      for (int c = 0; c < C; ++c) {
-        const __m256i sums = _mm256_madd_epi16(load256(a[c][b].bsums), _mm256_set1_epi16(1));
-        const __m256i packed16 = _mm256_packs_epi32(sums, sums);  // B0-B3 twice, then B4-B7 twice
-        _mm_storel_epi64(reinterpret_cast<__m128i*>(pair_sums[c]), _mm256_castsi256_si128(packed16));
-        _mm_storel_epi64(reinterpret_cast<__m128i*>(pair_sums[c] + 2), _mm256_extracti128_si256(packed16, 1));
-      }
-      for (int i = 0; i < 4; ++i) {
-        const V512i mins = mins4[i / 2], low = simde_mm512_set1_epi32(0xFF), high = simde_mm512_set1_epi32(0xFF0000);
-        const V512i min_pair = i % 2 == 0 ? simde_mm512_or_si512(simde_mm512_and_si512(mins, low), simde_mm512_and_si512(simde_mm512_slli_epi32(mins, 8), high))
-                                          : simde_mm512_or_si512(simde_mm512_and_si512(simde_mm512_srli_epi32(mins, 16), low),
-                                                                 simde_mm512_and_si512(simde_mm512_srli_epi32(mins, 8), high));
-        for (int c = 0; c < C; ++c) min_sum[c] = simde_mm512_dpwssd_epi32(min_sum[c], min_pair, broadcast32(pair_sums[c] + i));
-      }
       V512i fifth[2][4];  // Q5_K: bit k of each byte of qh, transposed as the codes' pieces
       if constexpr (kFive) {
         for (int h = 0; h < 2; ++h) x.dwords(b, offsetof(Block, qh), sizeof(Block::qh), 16 * h, fifth[h]);
       }
-      for (int j = 0; j < 4; ++j) {
-        V512i part[2][C];
-        for (int c = 0; c < C; ++c) part[0][c] = part[1][c] = simde_mm512_setzero_si512();
+      // Sub-blocks S at a time per load of the codes: both of a piece's (2j and 2j + 1) while
+      // 2C partial sums fit the registers; one from five columns on, where 2C spilled them
+      // (Q4_K at eight columns, in cache: 160 GMAC/s against 146; docs/PERFORMANCE.md, stop 54).
+      constexpr int S = C <= 4 ? 2 : 1;
+      V512i sum[C];
+      for (int c = 0; c < C; ++c) sum[c] = simde_mm512_setzero_si512();
+      auto sub_blocks = [&](int k0) {
+        const int j = k0 / 2;
+        V512i part[S][C];
+        for (auto& p : part) {
+          for (V512i& v : p) v = simde_mm512_setzero_si512();
+        }
         for (int h = 0; h < 2; ++h) {
           V512i codes[4];
           x.dwords(b, offsetof(Block, qs) + 32 * j, 32, 16 * h, codes);
           for (int t = 0; t < 4; ++t) {
-            V512i q[2] = {simde_mm512_and_si512(codes[t], m4), simde_mm512_and_si512(simde_mm512_srli_epi16(codes[t], 4), m4)};
-            if constexpr (kFive) {
-              // Bit 2j + s of each byte to bit 4 (no bit of a neighbouring byte reaches bit 4).
-              for (int s = 0; s < 2; ++s) {
-                const int shift = 4 - (2 * j + s);
-                const V512i moved = shift >= 0 ? simde_mm512_slli_epi16(fifth[h][t], shift) : simde_mm512_srli_epi16(fifth[h][t], -shift);
-                q[s] = simde_mm512_or_si512(q[s], simde_mm512_and_si512(moved, bit4));
+            for (int s = 0; s < S; ++s) {
+              const int k = k0 + s;
+              V512i q = simde_mm512_and_si512(k % 2 == 0 ? codes[t] : simde_mm512_srli_epi16(codes[t], 4), m4);
+              if constexpr (kFive) {
+                // Bit k of each byte to bit 4 (no bit of a neighbouring byte reaches bit 4).
+                const V512i moved = k <= 4 ? simde_mm512_slli_epi16(fifth[h][t], 4 - k) : simde_mm512_srli_epi16(fifth[h][t], k - 4);
+                q = simde_mm512_or_si512(q, simde_mm512_and_si512(moved, bit4));
               }
-            }
-            for (int c = 0; c < C; ++c) {
-              const int8_t* aq = a[c][b].qs + 64 * j + 16 * h + 4 * t;
-              part[0][c] = simde_mm512_dpbusd_epi32(part[0][c], q[0], broadcast32(aq));
-              part[1][c] = simde_mm512_dpbusd_epi32(part[1][c], q[1], broadcast32(aq + 32));
+              for (int c = 0; c < C; ++c) part[s][c] = simde_mm512_dpbusd_epi32(part[s][c], q, broadcast32(a[c][b].qs + 32 * k + 16 * h + 4 * t));
             }
           }
         }
-        const V512i scale0 = byte_of(scales4, 2 * j), scale1 = byte_of(scales4, 2 * j + 1);
-        for (int c = 0; c < C; ++c) {
-          sum[c] = simde_mm512_add_epi32(sum[c], simde_mm512_add_epi32(simde_mm512_mullo_epi32(part[0][c], scale0),
-                                                                       simde_mm512_mullo_epi32(part[1][c], scale1)));
+        for (int s = 0; s < S; ++s) {
+          const V512i scale = byte_of(scales4, k0 + s);
+          for (int c = 0; c < C; ++c) sum[c] = simde_mm512_add_epi32(sum[c], simde_mm512_mullo_epi32(part[s][c], scale));
         }
+      };
+      if constexpr (S == 2) {
+        for (int k0 = 0; k0 < 8; k0 += S) sub_blocks(k0);
+      } else {  // unrolled, or GCC keeps k and h in registers and spills the shifted fifth bits
+#pragma GCC unroll 8
+        for (int k0 = 0; k0 < 8; k0 += S) sub_blocks(k0);
+      }
+      // The mins, a column at a time: each column's sub-block sums B_k = bsums[2k] +
+      // bsums[2k + 1] (|B_k| <= 32 x 128) as 16-bit pairs (B_2i, B_2i+1), against
+      // (min_2i, min_2i+1) pairs, one vpdpwssd per two sub-blocks.
+      V512i min_pairs[4];
+      for (int i = 0; i < 4; ++i) {
+        const V512i mins = mins4[i / 2], low = simde_mm512_set1_epi32(0xFF), high = simde_mm512_set1_epi32(0xFF0000);
+        min_pairs[i] = i % 2 == 0 ? simde_mm512_or_si512(simde_mm512_and_si512(mins, low), simde_mm512_and_si512(simde_mm512_slli_epi32(mins, 8), high))
+                                  : simde_mm512_or_si512(simde_mm512_and_si512(simde_mm512_srli_epi32(mins, 16), low),
+                                                         simde_mm512_and_si512(simde_mm512_srli_epi32(mins, 8), high));
       }
       const V512 d = x.f16(b, offsetof(Block, d)), dmin = x.f16(b, offsetof(Block, dmin));
-      for (int c = 0; c < C; ++c) acc[c] = add_block(acc[c], sum[c], min_sum[c], d, dmin, a[c][b].d);
+      for (int c = 0; c < C; ++c) {
+        const __m256i sums = _mm256_madd_epi16(load256(a[c][b].bsums), _mm256_set1_epi16(1));
+        const __m256i packed16 = _mm256_packs_epi32(sums, sums);  // B0-B3 twice, then B4-B7 twice
+        alignas(16) int32_t pair_sums[4];
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(pair_sums), _mm256_castsi256_si128(packed16));
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(pair_sums + 2), _mm256_extracti128_si256(packed16, 1));
+        V512i min_sum = simde_mm512_setzero_si512();
+        for (int i = 0; i < 4; ++i) min_sum = simde_mm512_dpwssd_epi32(min_sum, min_pairs[i], broadcast32(pair_sums + i));
+        acc[c] = add_block(acc[c], sum[c], min_sum, d, dmin, a[c][b].d);
+      }
     }
     for (int c = 0; c < C; ++c) simde_mm512_storeu_ps(out + static_cast<size_t>(c) * out_stride, acc[c]);
   }
