@@ -115,6 +115,24 @@ void print_experts(const gguf::File& f, const std::string& arch) {
   for (const auto& [layer, l] : layers) per_token += l.expert_bytes * static_cast<uint64_t>(used);
   fmt::print("  routed-expert working set per token: {} ({} experts x {} layers)\n", format_bytes(per_token), used,
              layers.size());
+  // The rest a decoded token reads: every weight of the forward pass but the routed experts
+  // and the token embeddings (one row of them; all where the output layer is tied to
+  // them). The NextN blocks after the last layer are not run.
+  const int64_t n_run = f.get_int_or(arch + ".block_count", INT32_MAX) - f.get_int_or(arch + ".nextn_predict_layers", 0);
+  bool tied_output = true;
+  for (const gguf::TensorInfo& t : f.tensors()) tied_output = tied_output && models::classify_tensor(t.name) != models::TensorRole::kOutput;
+  uint64_t other = 0;
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    const models::TensorRole role = models::classify_tensor(t.name);
+    if (role == models::TensorRole::kRoutedExpert || (role == models::TensorRole::kEmbedding && !tied_output) ||
+        models::tensor_block(t.name) >= n_run) {
+      continue;
+    }
+    other += t.bytes;
+  }
+  fmt::print("  weights read per decoded token: {} (the working set and {} of other weights; all in RAM, memory bandwidth\n"
+             "    over this bounds decode)\n",
+             format_bytes(per_token + other), format_bytes(other));
 }
 
 void print_kv(const gguf::File& f, const std::string& arch) {

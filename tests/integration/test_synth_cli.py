@@ -107,6 +107,25 @@ class SynthTest(unittest.TestCase):
         self.assertIn(f"({2} experts x {4} layers)", out)
         self.assertEqual(expert, 127488)
 
+    def test_inspect_counts_the_weights_a_decoded_token_reads(self):
+        # Every tensor but the routed experts (top-k of them count, as the working set) and
+        # the token embeddings, which count only where the output layer is tied to them.
+        def printed_bytes(text):
+            number, unit = text.split()
+            return float(number) * {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[unit]
+
+        for tied in (False, True):
+            model = path(f"read-per-token-{tied}.gguf")
+            run("synth", "-q", "--preset", "tiny", *(["--tied-output"] if tied else []), "-o", model)
+            out = run("inspect", model).stdout
+            sizes = dict(re.findall(r"^  (\S+\.weight)\s+\S+\s+\[[^]]*\]\s+\d+\s+(\d+)$", out, re.M))
+            other = sum(int(b) for name, b in sizes.items() if "_exps" not in name and (tied or name != "token_embd.weight"))
+            working_set = printed_bytes(re.search(r"working set per token: ([\d.]+ \w+)", out).group(1))
+            total, rest = re.search(r"weights read per decoded token: ([\d.]+ \w+) \(the working set and ([\d.]+ \w+)", out).groups()
+            self.assertAlmostEqual(printed_bytes(rest) / other, 1, delta=0.01)
+            self.assertAlmostEqual(printed_bytes(total) / (other + working_set), 1, delta=0.01)
+            self.assertEqual("output.weight" in sizes, not tied)
+
     def test_dequant_prints_values(self):
         model = synth("tiny.gguf", "--preset", "tiny")
         out = run("inspect", model, "--tensor", "blk.0.attn_norm.weight", "--dequant", "4").stdout
