@@ -1014,9 +1014,11 @@ struct DotQ45KRows16 {
         for (int h = 0; h < 2; ++h) x.dwords(b, offsetof(Block, qh), sizeof(Block::qh), 16 * h, fifth[h]);
       }
       // Sub-blocks S at a time per load of the codes: both of a piece's (2j and 2j + 1) while
-      // 2C partial sums fit the registers; one from five columns on, where 2C spilled them
-      // (Q4_K at eight columns, in cache: 160 GMAC/s against 146; docs/PERFORMANCE.md, stop 54).
-      constexpr int S = C <= 4 ? 2 : 1;
+      // 2C partial sums fit the registers with the rest; one where they spilled, from six
+      // columns on (Q5_K, whose fifth bits take eight more registers, from five). On a
+      // Zen 4 in cache, Q4_K at eight columns ran 160 GMAC/s against 146, Q5_K 146-158
+      // against 118-122 (docs/PERFORMANCE.md, stop 54).
+      constexpr int S = C <= (kFive ? 4 : 5) ? 2 : 1;
       V512i sum[C];
       for (int c = 0; c < C; ++c) sum[c] = simde_mm512_setzero_si512();
       auto sub_blocks = [&](int k0) {
