@@ -930,6 +930,7 @@ struct DotQ45KRows4 : InGroupsOfFour<DotQ45KRows4<kFive, kPackedRows>> {
 // Sixteen rows: rows 4g..4g+3 are x[g], each in the file or the four-row layout.
 template <typename Rows>
 struct Rows16 {
+  static constexpr bool kTransposed = true;  // each dwords() is a transpose
   Rows x[4];
   // 16 bytes at `within` of the field at `at` (`size` bytes) of each row's block b,
   // transposed: dword j of row r in 32-bit lane r of out[j].
@@ -967,6 +968,7 @@ struct Rows16 {
 // stop 53).
 template <typename Block, size_t kPrefetchStep>
 struct PackedRows16 {
+  static constexpr bool kTransposed = false;  // each dwords() is four loads
   const uint8_t* group;
   const uint8_t* piece(int64_t b, size_t o) const { return group + static_cast<size_t>(b) * 16 * sizeof(Block) + 16 * o; }
   void dwords(int64_t b, size_t at, size_t, size_t within, V512i (&out)[4]) const {
@@ -1017,8 +1019,10 @@ struct DotQ45KRows16 {
       // 2C partial sums fit the registers with the rest; one where they spilled, from six
       // columns on (Q5_K, whose fifth bits take eight more registers, from five). On a
       // Zen 4 in cache, Q4_K at eight columns ran 160 GMAC/s against 146, Q5_K 146-158
-      // against 118-122 (docs/PERFORMANCE.md, stop 54).
-      constexpr int S = C <= (kFive ? 4 : 5) ? 2 : 1;
+      // against 118-122 (docs/PERFORMANCE.md, stop 54). Where the pieces come through
+      // transposes, one sub-block per pass would transpose each twice: there both stay
+      // (Zen 4, file layout, Q4_K at 6-64 columns: 132-138 GMAC/s against 112-132).
+      constexpr int S = C <= (kFive ? 4 : 5) || Sixteen::kTransposed ? 2 : 1;
       V512i sum[C];
       for (int c = 0; c < C; ++c) sum[c] = simde_mm512_setzero_si512();
       auto sub_blocks = [&](int k0) {
