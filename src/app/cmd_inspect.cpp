@@ -119,17 +119,15 @@ void print_experts(const gguf::File& f, const std::string& arch) {
   // and the token embeddings (one row of them; all where the output layer is tied to
   // them). The NextN blocks after the last layer are not run.
   const int64_t n_run = f.get_int_or(arch + ".block_count", INT32_MAX) - f.get_int_or(arch + ".nextn_predict_layers", 0);
+  uint64_t other = 0, embeddings = 0;
   bool tied_output = true;
-  for (const gguf::TensorInfo& t : f.tensors()) tied_output = tied_output && models::classify_tensor(t.name) != models::TensorRole::kOutput;
-  uint64_t other = 0;
   for (const gguf::TensorInfo& t : f.tensors()) {
     const models::TensorRole role = models::classify_tensor(t.name);
-    if (role == models::TensorRole::kRoutedExpert || (role == models::TensorRole::kEmbedding && !tied_output) ||
-        models::tensor_block(t.name) >= n_run) {
-      continue;
-    }
-    other += t.bytes;
+    if (role == models::TensorRole::kRoutedExpert || models::tensor_block(t.name) >= n_run) continue;
+    tied_output = tied_output && role != models::TensorRole::kOutput;
+    (role == models::TensorRole::kEmbedding ? embeddings : other) += t.bytes;
   }
+  if (tied_output) other += embeddings;
   fmt::print("  weights read per decoded token: {} (the working set and {} of other weights; all in RAM, memory bandwidth\n"
              "    over this bounds decode)\n",
              format_bytes(per_token + other), format_bytes(other));
