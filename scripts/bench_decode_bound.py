@@ -19,8 +19,20 @@ import subprocess
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 
 
+def checked(args):
+    """The finished process of `args`; exits with its last line of errors if it failed or could not start."""
+    try:
+        proc = subprocess.run(args, capture_output=True, text=True, errors="replace")
+    except OSError as e:
+        raise SystemExit(f"cannot run {args[0]}: {e.strerror}")
+    if proc.returncode != 0:
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        raise SystemExit(lines[-1] if lines else f"{args[0]} exited with status {proc.returncode}")
+    return proc
+
+
 def bytes_per_token(epq, model):
-    out = subprocess.run([epq, "inspect", model], capture_output=True, text=True, check=True).stdout
+    out = checked([epq, "inspect", model]).stdout
     m = re.search(r"weights read per decoded token: ([\d.]+) (\w+)", out)
     if not m:
         raise SystemExit(f"{model}: `epq inspect` names no weights read per decoded token (not a Mixture-of-Experts model?)")
@@ -28,8 +40,7 @@ def bytes_per_token(epq, model):
 
 
 def probe(bench):
-    out = subprocess.run([bench, "--benchmark_filter=^ReadBandwidth/[0-9]+/", "--benchmark_format=console"], capture_output=True,
-                         text=True, check=True).stdout
+    out = checked([bench, "--benchmark_filter=^ReadBandwidth/[0-9]+/", "--benchmark_format=console"]).stdout
     speeds = [float(v) for v in re.findall(r"GB/s=([\d.]+)", out)]
     if not speeds:
         raise SystemExit(f"no ReadBandwidth line from {bench}:\n{out}")
@@ -37,8 +48,7 @@ def probe(bench):
 
 
 def decode(epq, model, gen):
-    proc = subprocess.run([epq, "run", "-m", model, "-p", "Once upon a time", "-n", str(gen), "--ignore-eos", "--temp", "0"],
-                          capture_output=True, text=True, errors="replace", check=True)
+    proc = checked([epq, "run", "-m", model, "-p", "Once upon a time", "-n", str(gen), "--ignore-eos", "--temp", "0"])
     m = re.search(r"generation: \d+ tokens in [\d.]+ s \(([\d.]+) tok/s\)", proc.stderr)
     if not m:
         raise SystemExit(f"no timing line from {epq}:\n{proc.stderr}")
