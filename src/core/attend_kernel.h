@@ -8,7 +8,9 @@
 //   L::keys(p)         8 F16 key dimensions as floats, once for each of kHeads heads
 //   L::values(p)       kDims F16 value dimensions as floats
 //   L::split(v, out)   v's kHeads heads as 8-lane vectors, out[0] the first
-// and loadu, zero, set1, fmadd, mul, storeu. Whatever the policy, head i's score sums in
+//   L::repeat(v)       the 8 lanes of v in each of kHeads places
+//   L::exp(v)          exp_lanes (util/exp_lanes.h) in every lane
+// and loadu, zero, set1, fmadd, mul, sub, storeu. Whatever the policy, head i's score sums in
 // 8 lanes, lane l over dimensions l, l + 8, ... in turn, and each value dimension over the
 // positions in turn: AVX2 (one head per 256-bit vector) and AVX-512 (two per 512-bit
 // vector) do the same float operations and give the same bits.
@@ -145,13 +147,27 @@ void attend(const AttendTask& t) {
     prefetch_key(scored);
     score_rows<G, L, 1>(t, k, t.scores + scored * G, max);
   }
-  // e^(score - max) in place, and its sum over positions in double.
+  // e^(score - max) in place, and its sum over positions in double, in position order.
   __m256d sum_low = _mm256_setzero_pd(), sum_high = _mm256_setzero_pd();
-  for (int64_t j = 0; j < n_pos; ++j) {
-    const __m256 e = exp8(_mm256_sub_ps(_mm256_maskload_ps(t.scores + j * G, heads), max));
-    store_heads<G>(t.scores + j * G, e);
+  auto add_to_sums = [&](__m256 e) {
     sum_low = _mm256_add_pd(sum_low, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
     sum_high = _mm256_add_pd(sum_high, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  };
+  int64_t j = 0;
+  if constexpr (G == 8) {  // scores packed without gaps: kHeads positions per vector
+    const typename L::V max_repeated = L::repeat(max);
+    for (; j + L::kHeads <= n_pos; j += L::kHeads) {
+      const typename L::V e = L::exp(L::sub(L::loadu(t.scores + j * G), max_repeated));
+      L::storeu(t.scores + j * G, e);
+      __m256 positions[L::kHeads];
+      L::split(e, positions);
+      for (const __m256 p : positions) add_to_sums(p);
+    }
+  }
+  for (; j < n_pos; ++j) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_maskload_ps(t.scores + j * G, heads), max));
+    store_heads<G>(t.scores + j * G, e);
+    add_to_sums(e);
   }
   alignas(32) double sums[8];
   _mm256_store_pd(sums, sum_low);

@@ -17,11 +17,14 @@ struct Avx2Lanes {
   static V keys(const uint16_t* p) { return load_f16(p); }
   static V values(const uint16_t* p) { return load_f16(p); }
   static void split(V v, __m256* out) { out[0] = v; }
+  static V repeat(__m256 v) { return v; }
+  static V exp(V v) { return exp8(v); }
   static V loadu(const float* p) { return _mm256_loadu_ps(p); }
   static V zero() { return _mm256_setzero_ps(); }
   static V set1(float x) { return _mm256_set1_ps(x); }
   static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
   static void storeu(float* p, V v) { _mm256_storeu_ps(p, v); }
 };
 

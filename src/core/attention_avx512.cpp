@@ -10,6 +10,30 @@
 namespace epq {
 namespace {
 
+#if defined(__AVX512F__)  // SIMDe 0.7 lacks some of these
+// exp_lanes on 16 lanes.
+struct Avx512ExpOps {
+  using V = __m512;
+  using I = __m512i;
+  static V set1(float x) { return _mm512_set1_ps(x); }
+  static V min(V a, V b) { return _mm512_min_ps(a, b); }
+  static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V fnmadd(V a, V b, V c) { return _mm512_fnmadd_ps(a, b, c); }
+  static V round(V x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static I to_int(V x) { return _mm512_cvtps_epi32(x); }
+  static I half(I k) { return _mm512_srai_epi32(k, 1); }
+  static I sub(I a, I b) { return _mm512_sub_epi32(a, b); }
+  static V pow2(I k) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k, _mm512_set1_epi32(127)), 23)); }
+  static V outside(V x, float lo, float hi, V y) {
+    const __mmask16 in_range = _mm512_cmp_ps_mask(x, set1(lo), _CMP_NLT_UQ);
+    return _mm512_mask_mov_ps(_mm512_maskz_mov_ps(in_range, y), _mm512_cmp_ps_mask(x, set1(hi), _CMP_GT_OQ), set1(INFINITY));
+  }
+};
+#endif
+
 struct Avx512Lanes {
   using V = simde__m512;
   // Four positions' scores (16 independent sums) or two value vectors per head (16 for 8
@@ -32,11 +56,20 @@ struct Avx512Lanes {
 #endif
   }
   static void split(V v, __m256* out) { out[0] = low_half(v), out[1] = high_half(v); }
+  static V repeat(__m256 v) { return join(v, v); }
+  static V exp(V v) {
+#if defined(__AVX512F__)
+    return exp_lanes<Avx512ExpOps>(v);
+#else
+    return join(exp8(low_half(v)), exp8(high_half(v)));
+#endif
+  }
   static V loadu(const float* p) { return simde_mm512_loadu_ps(p); }
   static V zero() { return simde_mm512_setzero_ps(); }
   static V set1(float x) { return simde_mm512_set1_ps(x); }
   static V fmadd(V a, V b, V c) { return simde_mm512_fmadd_ps(a, b, c); }
   static V mul(V a, V b) { return simde_mm512_mul_ps(a, b); }
+  static V sub(V a, V b) { return simde_mm512_sub_ps(a, b); }
   static void storeu(float* p, V v) { simde_mm512_storeu_ps(p, v); }
 };
 

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "util/exp_lanes.h"
+
 namespace epq {
 
 // The sum of the 4 lanes: (0 + 2) + (1 + 3).
@@ -32,32 +34,33 @@ inline void prefetch_lines(const void* p, size_t bytes) {
 // 8 F16 values to floats.
 inline __m256 load_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
-// e^x in each lane, within 2 ulp of the exact value for x in [-87, 88]; 0 below -87.33
-// (where e^x would be subnormal), +inf above 88.72. The exponent is split off as
-// x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts, so n ln2 is exact), e^r comes from
-// the Cephes degree-7 polynomial, and 2^n is built in the exponent bits.
-inline __m256 exp8(__m256 x) {
-  const __m256 too_small = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654f), _CMP_LT_OQ);
-  const __m256 too_large = _mm256_cmp_ps(x, _mm256_set1_ps(88.72283f), _CMP_GT_OQ);
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.33654f)), _mm256_set1_ps(88.72283f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  // n is in [-126, 128]: 2^n as n + 127 in the exponent field, in two steps so that n = 128 fits.
-  const __m256i n_int = _mm256_cvtps_epi32(n);
-  const __m256i half_n = _mm256_srai_epi32(n_int, 1);
-  const __m256i rest = _mm256_sub_epi32(n_int, half_n);
-  const __m256 two_half = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half_n, _mm256_set1_epi32(127)), 23));
-  const __m256 two_rest = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(rest, _mm256_set1_epi32(127)), 23));
-  const __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, two_half), two_rest);
-  return _mm256_blendv_ps(_mm256_andnot_ps(too_small, y), _mm256_set1_ps(INFINITY), too_large);
-}
+// exp_lanes on 8 lanes. Internal linkage, as exp_lanes: a copy compiled into an AVX-512
+// file must not be the one AVX2 code calls.
+namespace {
+
+struct Avx2ExpOps {
+  using V = __m256;
+  using I = __m256i;
+  static V set1(float x) { return _mm256_set1_ps(x); }
+  static V min(V a, V b) { return _mm256_min_ps(a, b); }
+  static V max(V a, V b) { return _mm256_max_ps(a, b); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V fnmadd(V a, V b, V c) { return _mm256_fnmadd_ps(a, b, c); }
+  static V round(V x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static I to_int(V x) { return _mm256_cvtps_epi32(x); }
+  static I half(I k) { return _mm256_srai_epi32(k, 1); }
+  static I sub(I a, I b) { return _mm256_sub_epi32(a, b); }
+  static V pow2(I k) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23)); }
+  static V outside(V x, float lo, float hi, V y) {
+    const V too_small = _mm256_cmp_ps(x, set1(lo), _CMP_LT_OQ), too_large = _mm256_cmp_ps(x, set1(hi), _CMP_GT_OQ);
+    return _mm256_blendv_ps(_mm256_andnot_ps(too_small, y), set1(INFINITY), too_large);
+  }
+};
+
+inline __m256 exp8(__m256 x) { return exp_lanes<Avx2ExpOps>(x); }
+
+}  // namespace
 
 }  // namespace epq

@@ -139,16 +139,19 @@ TEST(Attention, HeadAloneOrInAGroupAndAnyThreadCountGiveTheSameBits) {
   }
 }
 
-// One task of 2, 4 or 8 heads over a ring of 13 rows that the 10 visible positions wrap,
-// for key and value widths of 24 and 48, 64 and 64, and MLA's 576 and 512: the AVX-512
-// kernel gives the AVX2 kernel's bits, out and scores alike.
+// One task of 2, 4 or 8 heads over a ring of 13 rows that the 10 or 11 visible positions
+// wrap (an odd count leaves a position over from the AVX-512 e^x pass's pairs), for key
+// and value widths of 24 and 48, 64 and 64, and MLA's 576 and 512, with scores near 0 and
+// with scores far enough apart that e^(score - max) underflows to 0: the AVX-512 kernel
+// gives the AVX2 kernel's bits, out and scores alike.
 TEST(Attention, Avx512KernelGivesTheAvx2KernelsBits) {
   using Kernel = void (*)(int, const AttendTask&);
   std::vector<std::pair<const char*, Kernel>> kernels = {{"avx512_emulated", attend_avx512_emulated}};
   if (quant::avx512_kernels() != nullptr) kernels.push_back({"avx512", attend_avx512});
-  const int64_t rows = 13, first = 9, n_pos = 10;
+  const int64_t rows = 13, first = 9;
   for (auto [D, Dv] : {std::pair{24, 48}, std::pair{64, 64}, std::pair{576, 512}}) {
-    for (int G : {2, 4, 8}) {
+    for (auto [G, n_pos, scale] : {std::tuple{2, 10, 0.1f}, std::tuple{4, 10, 0.1f}, std::tuple{8, 10, 0.1f}, std::tuple{8, 11, 0.1f},
+                                   std::tuple{8, 11, 80.0f}, std::tuple{2, 11, 80.0f}}) {
       const std::vector<float> q = random_queries(G * D, 7);
       const std::vector<float> kf = random_queries(rows * D, 8), vf = random_queries(rows * Dv, 9);
       std::vector<uint16_t> k, v;
@@ -158,15 +161,18 @@ TEST(Attention, Avx512KernelGivesTheAvx2KernelsBits) {
         std::vector<float> out(static_cast<size_t>(G * Dv)), packed(static_cast<size_t>(G * D));
         scores.assign(static_cast<size_t>(n_pos * G), 0.0f);
         kernel(G, {.q = q.data(), .k = k.data(), .v = v.data(), .k_stride = static_cast<size_t>(D), .v_stride = static_cast<size_t>(Dv),
-                   .D = D, .Dv = Dv, .first = first, .n_pos = n_pos, .rows = rows, .scale = 0.1f, .scores = scores.data(),
+                   .D = D, .Dv = Dv, .first = first, .n_pos = n_pos, .rows = rows, .scale = scale, .scores = scores.data(),
                    .packed_q = packed.data(), .out = out.data()});
         return out;
       };
       std::vector<float> avx2_scores, scores;
       const std::vector<float> avx2 = run_kernel(attend_avx2, avx2_scores);
+      if (scale > 1.0f) {
+        ASSERT_NE(std::count(avx2_scores.begin(), avx2_scores.end(), 0.0f), 0) << "no e^(score - max) underflowed";
+      }
       for (auto [name, kernel] : kernels) {
-        ASSERT_EQ(run_kernel(kernel, scores), avx2) << name << ", D " << D << ", Dv " << Dv << ", " << G << " heads";
-        ASSERT_EQ(scores, avx2_scores) << name << ", D " << D << ", Dv " << Dv << ", " << G << " heads";
+        ASSERT_EQ(run_kernel(kernel, scores), avx2) << name << ", D " << D << ", Dv " << Dv << ", " << G << " heads, " << n_pos << " positions, scale " << scale;
+        ASSERT_EQ(scores, avx2_scores) << name << ", D " << D << ", Dv " << Dv << ", " << G << " heads, " << n_pos << " positions, scale " << scale;
       }
     }
   }
