@@ -8,6 +8,8 @@
 //   L::keys(p)         8 F16 key dimensions as floats, once for each of kHeads heads
 //   L::values(p)       kDims F16 value dimensions as floats
 //   L::split(v, out)   v's kHeads heads as 8-lane vectors, out[0] the first
+//   L::head_sums<G>(v) lane i the sum of head i's 8 lanes in v[0..G/kHeads), as lane_sums
+//                      adds them
 //   L::repeat(v)       the 8 lanes of v in each of kHeads places
 //   L::exp(v)          exp_lanes (util/exp_lanes.h) in every lane
 // and loadu, zero, set1, fmadd, mul, sub, storeu. Whatever the policy, head i's score sums in
@@ -83,9 +85,7 @@ void score_rows(const AttendTask& t, const uint16_t* const (&k)[kRows], float* s
     }
   }
   for (int r = 0; r < kRows; ++r) {
-    __m256 per_head[G];
-    for (int i = 0; i < kVectors; ++i) L::split(acc[r][i], per_head + i * L::kHeads);
-    const __m256 s = _mm256_mul_ps(lane_sums<G>(per_head), _mm256_set1_ps(t.scale));
+    const __m256 s = _mm256_mul_ps(L::template head_sums<G>(acc[r]), _mm256_set1_ps(t.scale));
     store_heads<G>(scores + r * G, s);
     max = _mm256_max_ps(max, s);
   }

@@ -17,6 +17,8 @@ struct Avx2Lanes {
   static V keys(const uint16_t* p) { return load_f16(p); }
   static V values(const uint16_t* p) { return load_f16(p); }
   static void split(V v, __m256* out) { out[0] = v; }
+  template <int G>
+  static __m256 head_sums(const V* v) { return lane_sums<G>(v); }
   static V repeat(__m256 v) { return v; }
   static V exp(V v) { return exp8(v); }
   static V loadu(const float* p) { return _mm256_loadu_ps(p); }

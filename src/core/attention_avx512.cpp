@@ -56,6 +56,23 @@ struct Avx512Lanes {
 #endif
   }
   static void split(V v, __m256* out) { out[0] = low_half(v), out[1] = high_half(v); }
+  // Eight heads: lane_sums's pairs on 512-bit vectors. vshufps pairs and adds lanes 2k and
+  // 2k + 1 of two vectors in each 128-bit quarter, as vhaddps does; three such steps leave
+  // heads 0, 2, 4, 6 (dimensions 0-3, then 4-7) in the low quarters and 1, 3, 5, 7 in the high
+  // ones, and adding the quarters finishes each head as ((0+1)+(2+3))+((4+5)+(6+7)).
+  template <int G>
+  static __m256 head_sums(const V* v) {
+    if constexpr (G == 8) {
+      auto pairs = [](V a, V b) { return simde_mm512_add_ps(simde_mm512_shuffle_ps(a, b, 0x88), simde_mm512_shuffle_ps(a, b, 0xDD)); };
+      const V quarters = pairs(pairs(v[0], v[1]), pairs(v[2], v[3]));
+      const V heads = simde_mm512_add_ps(simde_mm512_shuffle_f32x4(quarters, quarters, 0x88), simde_mm512_shuffle_f32x4(quarters, quarters, 0xDD));
+      return _mm256_permutevar8x32_ps(simde_mm512_castps512_ps256(heads), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    } else {
+      __m256 per_head[G];
+      for (int i = 0; i < G / kHeads; ++i) split(v[i], per_head + i * kHeads);
+      return lane_sums<G>(per_head);
+    }
+  }
   static V repeat(__m256 v) { return join(v, v); }
   static V exp(V v) {
 #if defined(__AVX512F__)
