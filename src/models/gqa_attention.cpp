@@ -98,8 +98,13 @@ void GqaAttention::forward(ThreadPool& pool, const GqaWeights& w, int slot, Acti
   uint16_t* k_cache = k_cache_.as<uint16_t>() + layer_offset;
   uint16_t* v_cache = v_cache_.as<uint16_t>() + layer_offset;
   const AttentionShape shape{s_.n_head, s_.n_head_kv, s_.head_dim, 1.0f / std::sqrt(static_cast<float>(D)), s_.window};
-  pool.run(T, [&](int64_t t, int) {
-    for (int hd = 0; hd < s_.n_head; ++hd) {
+  // One task per head of each token (the query heads, then the KV heads), so that even one
+  // token's heads are shared among the threads.
+  const int heads = s_.n_head + s_.n_head_kv;
+  pool.run(T * heads, [&](int64_t task, int) {
+    const int64_t t = task / heads;
+    const int hd = static_cast<int>(task % heads);
+    if (hd < s_.n_head) {
       float* head = q + t * Q + hd * D;
       if (query_gate) {
         const float* both = query_gate_.as<float>() + t * 2 * Q + hd * 2 * D;
@@ -108,19 +113,17 @@ void GqaAttention::forward(ThreadPool& pool, const GqaWeights& w, int slot, Acti
       }
       if (w.q_norm) ops::rms_norm(head, w.q_norm, s_.rms_eps, D, head);
       rope_.apply(head, t);
+      return;
     }
-    for (int hd = 0; hd < s_.n_head_kv; ++hd) {
-      float* head = k_.as<float>() + t * KV + hd * D;
-      if (w.k_norm) ops::rms_norm(head, w.k_norm, s_.rms_eps, D, head);
-      rope_.apply(head, t);
-    }
-    for (int hd = 0; hd < s_.n_head_kv; ++hd) {
-      uint16_t* k_row = k_cache + shape.k_at(hd, (pos0 + t) % rows_, rows_);
-      uint16_t* v_row = v_cache + shape.v_at(hd, (pos0 + t) % rows_, rows_);
-      for (int64_t i = 0; i < D; ++i) {
-        k_row[i] = quant::f32_to_f16(k_.as<float>()[t * KV + hd * D + i]);
-        v_row[i] = quant::f32_to_f16(v_.as<float>()[t * KV + hd * D + i]);
-      }
+    const int kv = hd - s_.n_head;
+    float* head = k_.as<float>() + t * KV + kv * D;
+    if (w.k_norm) ops::rms_norm(head, w.k_norm, s_.rms_eps, D, head);
+    rope_.apply(head, t);
+    uint16_t* k_row = k_cache + shape.k_at(kv, (pos0 + t) % rows_, rows_);
+    uint16_t* v_row = v_cache + shape.v_at(kv, (pos0 + t) % rows_, rows_);
+    for (int64_t i = 0; i < D; ++i) {
+      k_row[i] = quant::f32_to_f16(head[i]);
+      v_row[i] = quant::f32_to_f16(v_.as<float>()[t * KV + kv * D + i]);
     }
   });
   attention(pool, shape, q, k_cache, v_cache, rows_, act.positions.data(), T, attn_.as<float>(), scores_.as<float>());

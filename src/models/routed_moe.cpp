@@ -127,6 +127,7 @@ void RoutedMoe::forward(ThreadPool& pool, const MoeWeights& w, const ExpertLayou
   experts.begin(layer, unique);
   std::vector<ReadyExpert> ready;
   std::vector<MatmulJob> jobs;
+  std::vector<int> rows;
   for (;;) {
     const auto wait_start = std::chrono::steady_clock::now();
     const bool more = experts.next(ready);
@@ -140,18 +141,21 @@ void RoutedMoe::forward(ThreadPool& pool, const MoeWeights& w, const ExpertLayou
       jobs.push_back({&r.up, gathered[1] + a0 * in_stride[1], in_stride[1], n, up_out + a0 * F, static_cast<size_t>(F)});
     }
     run_shared_matmuls(pool, jobs);
+    // The down projections' inputs, every ready assignment's in one parallel loop.
     jobs.clear();
+    rows.clear();
     for (const ReadyExpert& r : ready) {
       const int a0 = begin[static_cast<size_t>(r.index)], a1 = begin[static_cast<size_t>(r.index) + 1];
-      pool.run(a1 - a0, [&](int64_t i, int) {
-        const size_t a = static_cast<size_t>(a0 + i);
-        float* g = gate_out + a * F;
-        ops::swiglu(g, up_out + a * F, F, g);
-        quant::quantize_activation(down_fmt, g, hidden_act_.data() + a * hid_stride, F);
-      });
+      for (int a = a0; a < a1; ++a) rows.push_back(a);
       jobs.push_back({&r.down, hidden_act_.data() + static_cast<size_t>(a0) * hid_stride, hid_stride, a1 - a0,
                       down_out + static_cast<size_t>(a0) * E, static_cast<size_t>(E)});
     }
+    pool.run(static_cast<int64_t>(rows.size()), [&](int64_t i, int) {
+      const size_t a = static_cast<size_t>(rows[static_cast<size_t>(i)]);
+      float* g = gate_out + a * F;
+      ops::swiglu(g, up_out + a * F, F, g);
+      quant::quantize_activation(down_fmt, g, hidden_act_.data() + a * hid_stride, F);
+    });
     run_shared_matmuls(pool, jobs);
   }
 
