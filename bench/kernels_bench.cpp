@@ -7,6 +7,9 @@
 //   width of an expert's down projection in Qwen3-30B-A3B. Matvec/TYPE/rows4: the
 //   formats of the four-row layout that weights in the process's memory get on CPUs whose
 //   kernel set reads it (quant/rows4_layout.h), in that layout.
+// - MatvecExperts/Q4_K/rows4/threads:2: the same bytes as one matrix (whole_GB/s) and as
+//   expert-sized matrices 16 to a parallel loop, as decode's gate and up (experts_GB/s),
+//   and the second's share of the first (of_whole).
 // - Matmul/TYPE/tokens:N: prompt processing's case, one expert-sized matrix (768 x 2048,
 //   cache-resident) times N token columns, measured in multiply-adds per second (GMAC/s):
 //   this is compute-bound, and shows how well a kernel amortizes decoding a weight block.
@@ -34,6 +37,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -151,6 +155,55 @@ void BM_Matvec(benchmark::State& state, Type type, bool rows4) {
   state.counters["probe_GB/s"] = probe_rate / 1e9;
   state.counters["of_probe"] = bytes / seconds / probe_rate;
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
+}
+
+// Decode's expert products against one long matrix, over the same bytes in the same
+// iteration: the buffer as one matrix, then as 768 x 2048 experts (Qwen3-30B-A3B's gate
+// or up), 16 at a time in one run_matmuls as a layer's gate and up are, in scattered order.
+// The two rates differ by what a region of small matrices costs: starts, switches, ends.
+void BM_MatvecExperts(benchmark::State& state, Type type, bool rows4) {
+  const int threads = static_cast<int>(state.range(0));
+  constexpr int64_t kCols = 2048, kExpertRows = 768, kPerRegion = 16;
+  const size_t row_bytes = static_cast<size_t>(epq::quant::row_bytes(type, kCols));
+  const size_t expert_bytes = static_cast<size_t>(kExpertRows) * row_bytes;
+  const int64_t experts = static_cast<int64_t>(kWeightBytes / expert_bytes) / kPerRegion * kPerRegion;
+  const int64_t rows = experts * kExpertRows;
+  epq::Buffer weights(static_cast<size_t>(experts) * expert_bytes);
+  const std::vector<uint8_t> tile = random_weights(type, 64, kCols);  // tiled: content does not change speed
+  for (int64_t r = 0; r < rows; r += 64) std::memcpy(weights.data() + static_cast<size_t>(r) * row_bytes, tile.data(), 64 * row_bytes);
+  if (rows4) epq::quant::to_rows4_layout(type, weights.data(), rows, kCols);
+  std::vector<float> x(static_cast<size_t>(kCols), 0.5f), out(static_cast<size_t>(rows));
+  const epq::quant::ActFormat f = epq::quant::activation_format(type);
+  std::vector<uint8_t> act(epq::quant::activation_bytes(f, kCols));
+  epq::quant::quantize_activation(f, x.data(), act.data(), kCols);
+  epq::ThreadPool pool(threads);
+  const epq::Matrix whole{type, weights.data(), rows, kCols, row_bytes, rows4};
+  const epq::MatmulJob one{&whole, act.data(), act.size(), 1, out.data(), static_cast<size_t>(rows)};
+  std::vector<epq::Matrix> matrices;
+  std::vector<epq::MatmulJob> jobs;
+  matrices.reserve(static_cast<size_t>(experts));
+  int64_t stride = 5;  // prime to the count, so that e * stride visits each slot once
+  while (std::gcd(stride, experts) != 1) stride += 2;
+  for (int64_t e = 0; e < experts; ++e) {
+    const int64_t slot = e * stride % experts;
+    matrices.push_back({type, weights.data() + static_cast<size_t>(slot) * expert_bytes, kExpertRows, kCols, row_bytes, rows4});
+    jobs.push_back({&matrices.back(), act.data(), act.size(), 1, out.data() + slot * kExpertRows, static_cast<size_t>(kExpertRows)});
+  }
+  double whole_seconds = 0, expert_seconds = 0;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    epq::run_matmuls(pool, {&one, 1});
+    const auto middle = std::chrono::steady_clock::now();
+    for (size_t e = 0; e < jobs.size(); e += kPerRegion) epq::run_matmuls(pool, std::span(jobs).subspan(e, kPerRegion));
+    const auto end = std::chrono::steady_clock::now();
+    whole_seconds += std::chrono::duration<double>(middle - start).count();
+    expert_seconds += std::chrono::duration<double>(end - middle).count();
+    state.SetIterationTime(std::chrono::duration<double>(end - start).count());
+  }
+  const double bytes = static_cast<double>(weights.size()) * static_cast<double>(state.iterations());
+  state.counters["whole_GB/s"] = bytes / whole_seconds / 1e9;
+  state.counters["experts_GB/s"] = bytes / expert_seconds / 1e9;
+  state.counters["of_whole"] = whole_seconds / expert_seconds;
 }
 
 void BM_Rearrange(benchmark::State& state, Type type) {
@@ -356,6 +409,11 @@ void register_all() {
           ->UseRealTime();
     }
   }
+  benchmark::RegisterBenchmark("MatvecExperts/Q4_K/rows4", BM_MatvecExperts, Type::Q4_K, true)
+      ->ArgName("threads")
+      ->Arg(2)
+      ->Iterations(20)
+      ->UseManualTime();
   for (Type t : {Type::Q4_K, Type::Q5_K, Type::Q6_K, Type::Q8_0}) {
     for (bool rows4 : {false, true}) {
       if (rows4 && epq::quant::dot_kernel_rows4(epq::quant::active_kernels(), t) == nullptr) continue;
