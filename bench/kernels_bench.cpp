@@ -118,21 +118,36 @@ std::vector<uint8_t> random_weights(Type type, int64_t rows, int64_t cols) {
   return w;
 }
 
+// rows x cols weights of `type` past every cache, one random 64-row tile repeated (the
+// content does not change the speed), in the four-row layout if rows4.
+epq::Buffer tiled_weights(Type type, int64_t rows, int64_t cols, bool rows4) {
+  const size_t row_bytes = static_cast<size_t>(epq::quant::row_bytes(type, cols));
+  epq::Buffer weights(static_cast<size_t>(rows) * row_bytes);
+  const std::vector<uint8_t> tile = random_weights(type, 64, cols);
+  for (int64_t r = 0; r < rows; r += 64) {
+    std::memcpy(weights.data() + static_cast<size_t>(r) * row_bytes, tile.data(), std::min<size_t>(64, static_cast<size_t>(rows - r)) * row_bytes);
+  }
+  if (rows4) epq::quant::to_rows4_layout(type, weights.data(), rows, cols);
+  return weights;
+}
+
+// One token's activations for `type`'s kernels, every input 0.5.
+std::vector<uint8_t> one_token(Type type, int64_t cols) {
+  const std::vector<float> x(static_cast<size_t>(cols), 0.5f);
+  const epq::quant::ActFormat f = epq::quant::activation_format(type);
+  std::vector<uint8_t> act(epq::quant::activation_bytes(f, cols));
+  epq::quant::quantize_activation(f, x.data(), act.data(), cols);
+  return act;
+}
+
 void BM_Matvec(benchmark::State& state, Type type, bool rows4) {
   const int threads = static_cast<int>(state.range(0));
   const int64_t cols = state.range(1);
   const size_t row_bytes = static_cast<size_t>(epq::quant::row_bytes(type, cols));
   const int64_t rows = static_cast<int64_t>(kWeightBytes / row_bytes);
-  epq::Buffer weights(static_cast<size_t>(rows) * row_bytes);
-  const std::vector<uint8_t> tile = random_weights(type, 64, cols);  // tiled: content does not change speed
-  for (int64_t r = 0; r < rows; r += 64) {
-    std::memcpy(weights.data() + static_cast<size_t>(r) * row_bytes, tile.data(), std::min<size_t>(64, static_cast<size_t>(rows - r)) * row_bytes);
-  }
-  if (rows4) epq::quant::to_rows4_layout(type, weights.data(), rows, cols);
-  std::vector<float> x(static_cast<size_t>(cols), 0.5f), out(static_cast<size_t>(rows));
-  const epq::quant::ActFormat f = epq::quant::activation_format(type);
-  std::vector<uint8_t> act(epq::quant::activation_bytes(f, cols));
-  epq::quant::quantize_activation(f, x.data(), act.data(), cols);
+  const epq::Buffer weights = tiled_weights(type, rows, cols, rows4);
+  const std::vector<uint8_t> act = one_token(type, cols);
+  std::vector<float> out(static_cast<size_t>(rows));
   const epq::Matrix w{type, weights.data(), rows, cols, row_bytes, rows4};
   epq::ThreadPool pool(threads);
   const epq::MatmulJob job{&w, act.data(), act.size(), 1, out.data(), static_cast<size_t>(rows)};
@@ -168,14 +183,9 @@ void BM_MatvecExperts(benchmark::State& state, Type type, bool rows4) {
   const size_t expert_bytes = static_cast<size_t>(kExpertRows) * row_bytes;
   const int64_t experts = static_cast<int64_t>(kWeightBytes / expert_bytes) / kPerRegion * kPerRegion;
   const int64_t rows = experts * kExpertRows;
-  epq::Buffer weights(static_cast<size_t>(experts) * expert_bytes);
-  const std::vector<uint8_t> tile = random_weights(type, 64, kCols);  // tiled: content does not change speed
-  for (int64_t r = 0; r < rows; r += 64) std::memcpy(weights.data() + static_cast<size_t>(r) * row_bytes, tile.data(), 64 * row_bytes);
-  if (rows4) epq::quant::to_rows4_layout(type, weights.data(), rows, kCols);
-  std::vector<float> x(static_cast<size_t>(kCols), 0.5f), out(static_cast<size_t>(rows));
-  const epq::quant::ActFormat f = epq::quant::activation_format(type);
-  std::vector<uint8_t> act(epq::quant::activation_bytes(f, kCols));
-  epq::quant::quantize_activation(f, x.data(), act.data(), kCols);
+  const epq::Buffer weights = tiled_weights(type, rows, kCols, rows4);
+  const std::vector<uint8_t> act = one_token(type, kCols);
+  std::vector<float> out(static_cast<size_t>(rows));
   epq::ThreadPool pool(threads);
   const epq::Matrix whole{type, weights.data(), rows, kCols, row_bytes, rows4};
   const epq::MatmulJob one{&whole, act.data(), act.size(), 1, out.data(), static_cast<size_t>(rows)};
