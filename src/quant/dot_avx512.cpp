@@ -1034,7 +1034,7 @@ struct DotQ45KRows16 {
                               simde_mm512_or_si512(simde_mm512_and_si512(simde_mm512_srli_epi32(packed[2], 4), m4),
                                                    simde_mm512_and_si512(simde_mm512_srli_epi32(packed[1], 2), top2))};
       auto byte_of = [&](const V512i (&v)[2], int k) { return simde_mm512_and_si512(simde_mm512_srli_epi32(v[k / 4], 8 * (k % 4)), byte0); };
-      V512i fifth[2][4];  // Q5_K: bit k of each byte of qh, transposed as the codes' pieces
+      V512i fifth[2][4];  // Q5_K: bit k of each byte of qh, transposed as the codes' pieces (moved down as used, below)
       if constexpr (kFive) {
         for (int h = 0; h < 2; ++h) x.dwords(b, offsetof(Block, qh), sizeof(Block::qh), 16 * h, fifth[h]);
       }
@@ -1062,8 +1062,9 @@ struct DotQ45KRows16 {
               const int k = k0 + s;
               V512i q = simde_mm512_and_si512(k % 2 == 0 ? codes[t] : simde_mm512_srli_epi16(codes[t], 4), m4);
               if constexpr (kFive) {
-                // Bit k of each byte to bit 4 (no bit of a neighbouring byte reaches bit 4).
-                const V512i moved = k <= 4 ? simde_mm512_slli_epi16(fifth[h][t], 4 - k) : simde_mm512_srli_epi16(fifth[h][t], k - 4);
+                // Bit k of each byte, at bit e of fifth, to bit 4 (no bit of a neighbouring byte reaches bit 4).
+                const int e = S == 2 ? s : k;
+                const V512i moved = e <= 4 ? simde_mm512_slli_epi16(fifth[h][t], 4 - e) : simde_mm512_srli_epi16(fifth[h][t], e - 4);
                 q = simde_mm512_or_si512(q, simde_mm512_and_si512(moved, bit4));
               }
               for (int c = 0; c < C; ++c) part[s][c] = dot_bytes(part[s][c], q, a[c][b].qs + 32 * k + 16 * h + 4 * t);
@@ -1073,6 +1074,15 @@ struct DotQ45KRows16 {
         for (int s = 0; s < S; ++s) {
           const V512i scale = byte_of(scales4, k0 + s);
           for (int c = 0; c < C; ++c) sum[c] = simde_mm512_add_epi32(sum[c], simde_mm512_mullo_epi32(part[s][c], scale));
+        }
+        if constexpr (kFive && S == 2) {
+          // Two sub-blocks a pass: the loop below stays a loop, so fifth moves down by two bits
+          // a pass and the shifts above are by constants. Shifting by k instead, GCC rebuilt the
+          // counts in vector registers: Q5_K at 1 / 4 columns in cache ran 48-51 / 119-128
+          // GMAC/s against 57-64 / 134-136 (docs/PERFORMANCE.md, stop 56).
+          for (auto& f : fifth) {
+            for (V512i& v : f) v = simde_mm512_srli_epi16(v, 2);
+          }
         }
       };
       if constexpr (S == 2) {
