@@ -1034,7 +1034,7 @@ struct DotQ45KRows16 {
                               simde_mm512_or_si512(simde_mm512_and_si512(simde_mm512_srli_epi32(packed[2], 4), m4),
                                                    simde_mm512_and_si512(simde_mm512_srli_epi32(packed[1], 2), top2))};
       auto byte_of = [&](const V512i (&v)[2], int k) { return simde_mm512_and_si512(simde_mm512_srli_epi32(v[k / 4], 8 * (k % 4)), byte0); };
-      V512i fifth[2][4];  // Q5_K: bit k of each byte of qh, transposed as the codes' pieces (moved down as used, below)
+      V512i fifth[2][4];  // Q5_K: bit k of each byte of qh, transposed as the codes' pieces (two sub-blocks a pass: moved down as used)
       if constexpr (kFive) {
         for (int h = 0; h < 2; ++h) x.dwords(b, offsetof(Block, qh), sizeof(Block::qh), 16 * h, fifth[h]);
       }
