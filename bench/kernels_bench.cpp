@@ -11,10 +11,11 @@
 //   expert-sized matrices 16 to a parallel loop, as decode's gate and up (experts_GB/s),
 //   and the second's share of the first (of_whole).
 // - Matmul/TYPE/tokens:N: prompt processing's case, one expert-sized matrix (768 x 2048,
-//   cache-resident) times N token columns, measured in multiply-adds per second (GMAC/s):
-//   this is compute-bound, and shows how well a kernel amortizes decoding a weight block.
-//   Matmul/TYPE/rows4: the same in the layout of quant/rows4_layout.h that the kernel set
-//   reads (four rows, or sixteen for Q4_K and Q5_K on a Zen 4). MatmulDram/TYPE/tokens:N: 64 such
+//   cache-resident) times N token columns (1-8, the sizes of the kernels' calls, and 64),
+//   measured in multiply-adds per second (GMAC/s): this is compute-bound, and shows how
+//   well a kernel amortizes decoding a weight block. Matmul/TYPE/rows4: the same in the
+//   layout of quant/rows4_layout.h that the kernel set reads (four rows, or sixteen for Q3_K
+//   and, on a Zen 4, Q4_K, Q5_K and Q6_K). MatmulDram/TYPE/tokens:N: 64 such
 //   matrices (56 MB of Q4_K, past L3), so that the weights come from DRAM as a prompt's
 //   experts do, each row tile once for the N tokens (in groups of up to 8); /rows4 in that layout.
 // - Attend/SET/positions:N: one attention task (core/attend_task.h) of qwen3-30b-a3b's
@@ -411,7 +412,7 @@ void register_all() {
       const std::string name = std::string("Matmul/") + epq::quant::name(t) + (rows4 ? "/rows4" : "");
       benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, rows4, 1)
           ->ArgName("tokens")
-          ->Arg(1)
+          ->Arg(1)->Arg(2)->Arg(3)
           ->Arg(4)->Arg(5)->Arg(6)->Arg(7)
           ->Arg(8)
           ->Arg(64)

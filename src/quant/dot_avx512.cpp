@@ -26,6 +26,7 @@
 // against the scalar reference too.
 #include "util/avx512.h"  // first: SIMDe, and GCC 12's warnings off
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -463,37 +464,49 @@ inline V512i halves8(int low, int high) {
   return simde_mm512_inserti64x4(simde_mm512_castsi256_si512(_mm256_set1_epi8(static_cast<char>(low))), _mm256_set1_epi8(static_cast<char>(high)), 1);
 }
 
+// The sums of x's and of y's sixteen 32-bit lanes (exact integers: any order gives them),
+// as floats: x's in lanes 0-1, y's in lanes 2-3.
+inline __m128 lane_totals(V512i x, V512i y) {
+  auto eight = [](V512i v) { return _mm256_add_epi32(simde_mm512_castsi512_si256(v), simde_mm512_extracti64x4_epi64(v, 1)); };
+  const __m256i a = eight(x), b = eight(y);
+  const __m256i four = _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));  // x x y y in each half
+  const __m128i two = _mm_add_epi32(_mm256_castsi256_si128(four), _mm256_extracti128_si256(four, 1));
+  return _mm_cvtepi32_ps(_mm_add_epi32(two, _mm_shuffle_epi32(two, _MM_SHUFFLE(2, 3, 0, 1))));
+}
+
 // Q3_K, one row at a time: element h*128 + 32j + l is bits 2j..2j+1 of qs[32h + l], plus
 // 4 x bit 4h + j of hmask[l] (codes stored +4); sub-blocks of 16 elements. The four-row
 // form of DotQ2KRows4 ran slower for Q3_K (docs/PERFORMANCE.md, stop 47).
 // This row-at-a-time kernel is inlined into each_row's loop, so that its constant vectors
 // are set up once per call, not once per row: a row of 768 columns is three blocks, and
 // the setup weighed (docs/PERFORMANCE.md, stop 43).
-struct DotQ3K {
+struct DotQ3KRow {
   using Block = BlockQ3_K;
 
-  // Per column: acc += a.d * d * (sum over chunks of scale . codes . a), the offset
-  // 4 * scale . bsums taken off in the integer sum through vpdpwssd with -4 * scale.
+  // Per column and block: the row's exact integer total of scale . codes . a, the offset
+  // 4 * scale . bsums taken off through vpdpwssd with -4 * scale, then acc = fma(total,
+  // d x a.d, acc): the bits of DotQ3KRows16, which holds the total in one lane. Blocks go
+  // in pairs, whose lanes are added together (lane_totals).
   template <int C>
   [[gnu::always_inline]] static inline void run(int64_t n, const void* w, const void* act, size_t stride, float* out) {
     const auto* wb = static_cast<const Block*>(w);
     const BlockQ8_K* a[C];
-    V512 acc[C];
-    start_columns(act, stride, a, acc);
+    float acc[C];
+    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = 0;
     V512i index[4], shift[2], third_bit[4];
     for (int k = 0; k < 4; ++k) index[k] = scale_index(k);
     for (int p = 0; p < 2; ++p) shift[p] = halves32(4 * p, 4 * p + 2);
     // Chunk (h, p)'s third bits: hmask bit 4h + 2p in the first 32 bytes, 4h + 2p + 1 in the next.
     for (int k = 0; k < 4; ++k) third_bit[k] = halves8(1 << (2 * k), 1 << (2 * k + 1));
     const V512i m2 = simde_mm512_set1_epi8(3), four = simde_mm512_set1_epi8(4);
-    for (int64_t b = 0; b < n / 256; ++b) {
+    // Block b's integer sums per column, in 16 lanes.
+    auto block_sums = [&](int64_t b, V512i (&sum)[C]) {
       prefetch_ahead(wb + b);
       const Block& x = wb[b];
       const __m256i scales16 = _mm256_cvtepi8_epi16(q3_k_scales(x.scales));
       const V512i scales = simde_mm512_castsi256_si512(scales16);  // lanes 0-15; vpermw reads no others
       const V512i high_bits = broadcast256(x.hmask), minus4_scales = widen(_mm256_mullo_epi16(scales16, _mm256_set1_epi16(-4)));
-      V512i sum[C];
-      for (int c = 0; c < C; ++c) sum[c] = simde_mm512_setzero_si512();
+      for (int c = 0; c < C; ++c) sum[c] = simde_mm512_dpwssd_epi32(simde_mm512_setzero_si512(), minus4_scales, widen(load256(a[c][b].bsums)));
       for (int h = 0; h < 2; ++h) {
         const V512i bits = broadcast256(x.qs + 32 * h);
         for (int p = 0; p < 2; ++p) {
@@ -506,13 +519,26 @@ struct DotQ3K {
           }
         }
       }
-      const float d = f16_to_f32(x.d);
+    };
+    auto add = [&](int c, int64_t b, float total) { acc[c] = std::fma(total, f16_to_f32(wb[b].d) * a[c][b].d, acc[c]); };
+    const int64_t blocks = n / 256;
+    int64_t b = 0;
+    for (; b + 2 <= blocks; b += 2) {
+      V512i first[C], second[C];
+      block_sums(b, first);
+      block_sums(b + 1, second);
       for (int c = 0; c < C; ++c) {
-        sum[c] = simde_mm512_dpwssd_epi32(sum[c], minus4_scales, widen(load256(a[c][b].bsums)));
-        acc[c] = simde_mm512_fmadd_ps(to_float(sum[c]), simde_mm512_set1_ps(d * a[c][b].d), acc[c]);
+        const __m128 totals = lane_totals(first[c], second[c]);
+        add(c, b, _mm_cvtss_f32(totals));
+        add(c, b + 1, _mm_cvtss_f32(_mm_movehl_ps(totals, totals)));
       }
     }
-    for (int c = 0; c < C; ++c) out[c] = hsum512(acc[c]);
+    if (b < blocks) {
+      V512i last[C];
+      block_sums(b, last);
+      for (int c = 0; c < C; ++c) add(c, b, _mm_cvtss_f32(lane_totals(last[c], last[c])));
+    }
+    for (int c = 0; c < C; ++c) out[c] = acc[c];
   }
 };
 
@@ -988,7 +1014,8 @@ struct Rows16 {
 // as well. On a Zen 4, Q4_K from DRAM (bench Matvec and MatmulDram, .../rows4): one column
 // streamed 24-28 GB/s a core with one line in 256 bytes, 17-21 with every line; 6-16
 // columns ran 123-138 GMAC/s with every line, 100-117 with one in 256 (docs/PERFORMANCE.md,
-// stop 53).
+// stop 53). Each kernel names its step for one column (kOneColumnPrefetchStep): Q4_K's and
+// Q5_K's 256, Q3_K's 64.
 template <typename Block, size_t kPrefetchStep>
 struct PackedRows16 {
   static constexpr bool kTransposed = false;  // each dwords() is four loads
@@ -1016,6 +1043,7 @@ struct PackedRows16 {
 template <bool kFive>
 struct DotQ45KRows16 {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
+  static constexpr size_t kOneColumnPrefetchStep = 256;  // see PackedRows16
 
   template <int C, typename Sixteen>
   static void group(int64_t n, const Sixteen& x, size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
@@ -1133,7 +1161,7 @@ int64_t sixteen_rows_at_a_time(int64_t n, const uint8_t* w, size_t row_bytes, in
   for (; r + 16 <= n_rows; r += 16) {
     const uint8_t* rows = w + static_cast<size_t>(r) * row_bytes;
     if constexpr (L == Layout::kRows16) {
-      K16::group(n, PackedRows16<Block, C == 1 ? 256 : 64>{rows}, row_bytes, a, out + r, out_stride);
+      K16::group(n, PackedRows16<Block, C == 1 ? K16::kOneColumnPrefetchStep : 64>{rows}, row_bytes, a, out + r, out_stride);
     } else {
       Rows16<std::conditional_t<L == Layout::kRows4, PackedRows4<Block>, FileRows4<Block>>> x;
       for (int g = 0; g < 4; ++g) {
@@ -1268,6 +1296,7 @@ struct DotQ6KRows4 {
 // kernel, multiplied as it does, fma(d x a.d, total, acc).
 struct DotQ6KRows16 {
   using Block = BlockQ6_K;
+  static constexpr size_t kOneColumnPrefetchStep = 64;
 
   template <int C, typename Sixteen>
   static void group(int64_t n, const Sixteen& x, size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
@@ -1325,8 +1354,9 @@ struct DotQ6KRows16 {
 
 // Q6_K: with kRows16MinCols columns or more (in the sixteen-row layout, any), sixteen rows
 // at a time, then DotQ6KRows4 (and its AVX2 kernel below kMinColumns columns) for the
-// rest, all with the same bits. On a Zen 4, sixteen rows were faster from 8 columns (in
-// cache and from DRAM), level at 6, and not faster at 4-5 (docs/PERFORMANCE.md, stop 52).
+// rest, all with the same bits. On a Zen 4, sixteen rows through transposes were faster
+// from 8 columns (in cache and from DRAM), level at 6, and not faster at 4-5
+// (docs/PERFORMANCE.md, stop 52).
 template <int kMinColumns, Layout L = Layout::kFile>
 struct DotQ6K {
   static constexpr int kRows16MinCols = 6;
@@ -1338,6 +1368,95 @@ struct DotQ6K {
     if constexpr (sixteen_rows<L, kRows16MinCols, C>()) r = sixteen_rows_at_a_time<DotQ6KRows16, L, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
     rows4_matmul<DotQ6KRows4<kMinColumns, L == Layout::kRows4>, C>(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, n_rows - r,
                                                                   static_cast<const uint8_t*>(act), stride, out + r, out_stride);
+  }
+};
+
+// Q3_K with sixteen rows per register, one per 32-bit lane, the bits of DotQ3KRow: per
+// 16-byte piece l0..l0+15 of qs[32h..] and of hmask, dword t holds elements l0 + 4t..+3 of
+// the four sub-blocks 8h + 2j + l0 / 16, j = 0-3, whose codes (stored +4) are bits 2j..2j+1
+// of the qs bytes plus 4 x bit 4h + j of the hmask bytes. Four vpdpbusd take a sub-block's
+// 16 elements into part (|part| <= 16 x 7 x 128), vpmulld multiplies it by the sub-block's
+// signed scale, and the +4 comes off as -4 x sum_k(scale_k x bsums_k), one vpdpwssd per
+// two sub-blocks: each row's block total is DotQ3KRow's exact integer, multiplied as it does,
+// fma(total, d x a.d, acc).
+struct DotQ3KRows16 {
+  using Block = BlockQ3_K;
+  // Every line, also for one column: from DRAM, Q3_K's rows of 768 streamed 0.86-0.93 of
+  // the read probe so, and 0.47-0.52 with one line in 256 bytes (docs/PERFORMANCE.md, stop 57).
+  static constexpr size_t kOneColumnPrefetchStep = 64;
+
+  template <int C, typename Sixteen>
+  static void group(int64_t n, const Sixteen& x, size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
+    V512 acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = simde_mm512_setzero_ps();
+    const V512i m2 = simde_mm512_set1_epi8(3), m4 = simde_mm512_set1_epi8(0x0F), m48 = simde_mm512_set1_epi8(0x30);
+    const V512i four = simde_mm512_set1_epi8(4), byte0 = simde_mm512_set1_epi32(0xFF), bias = simde_mm512_set1_epi32(32);
+    const V512i low16 = simde_mm512_set1_epi32(0xFFFF);
+    for (int64_t b = 0; b < n / 256; ++b) {
+      x.prefetch(b, row_bytes);
+      // The 16 bytes that end with the scales (the block's last field but d): dwords 1-3 are
+      // the packed scales u0, u1, u2.
+      V512i packed[4];
+      x.dwords(b, offsetof(Block, scales) - 4, 16, 0, packed);
+      V512i scale[16];  // -32..31 in 32 bits
+      for (int g = 0; g < 4; ++g) {
+        // Scales 4g..4g+3 as the bytes of one dword (+32): low nibbles of u0, u1, u0 >> 4,
+        // u1 >> 4; bits 2g..2g+1 of u2's bytes on top.
+        const V512i low = simde_mm512_and_si512(g < 2 ? packed[1 + g] : simde_mm512_srli_epi32(packed[g - 1], 4), m4);
+        const V512i high = simde_mm512_and_si512(g < 2 ? simde_mm512_slli_epi32(packed[3], 4 - 2 * g) : simde_mm512_srli_epi32(packed[3], 2 * g - 4), m48);
+        const V512i four_scales = simde_mm512_or_si512(low, high);
+        for (int m = 0; m < 4; ++m) {
+          const V512i byte = m == 3 ? simde_mm512_srli_epi32(four_scales, 24) : simde_mm512_and_si512(simde_mm512_srli_epi32(four_scales, 8 * m), byte0);
+          scale[4 * g + m] = simde_mm512_sub_epi32(byte, bias);
+        }
+      }
+      V512i total[C];
+      for (int c = 0; c < C; ++c) total[c] = simde_mm512_setzero_si512();
+      for (int i = 0; i < 8; ++i) {
+        // (-4 x scale_2i, -4 x scale_2i+1) 16-bit pairs against (bsums 2i, 2i + 1).
+        auto offset = [&](int k) { return simde_mm512_sub_epi32(simde_mm512_setzero_si512(), simde_mm512_slli_epi32(scale[k], 2)); };
+        const V512i pair = simde_mm512_or_si512(simde_mm512_and_si512(offset(2 * i), low16), simde_mm512_slli_epi32(offset(2 * i + 1), 16));
+        for (int c = 0; c < C; ++c) total[c] = dot_pairs(total[c], pair, a[c][b].bsums + 2 * i);
+      }
+      for (int p = 0; p < 2; ++p) {
+        V512i high_bits[4];
+        x.dwords(b, offsetof(Block, hmask), 32, 16 * p, high_bits);
+        for (int h = 0; h < 2; ++h) {
+          V512i bits[4];
+          x.dwords(b, offsetof(Block, qs) + 32 * h, 32, 16 * p, bits);
+          for (int j = 0; j < 4; ++j) {
+            const V512i third_bit = simde_mm512_set1_epi8(static_cast<char>(1 << (4 * h + j)));
+            V512i part[C];
+            for (int c = 0; c < C; ++c) part[c] = simde_mm512_setzero_si512();
+            for (int t = 0; t < 4; ++t) {
+              V512i q = simde_mm512_and_si512(j == 0 ? bits[t] : simde_mm512_srli_epi16(bits[t], 2 * j), m2);
+              q = simde_mm512_mask_add_epi8(q, simde_mm512_test_epi8_mask(high_bits[t], third_bit), q, four);
+              for (int c = 0; c < C; ++c) part[c] = dot_bytes(part[c], q, a[c][b].qs + 128 * h + 32 * j + 16 * p + 4 * t);
+            }
+            const V512i s = scale[8 * h + 2 * j + p];
+            for (int c = 0; c < C; ++c) total[c] = simde_mm512_add_epi32(total[c], simde_mm512_mullo_epi32(part[c], s));
+          }
+        }
+      }
+      const V512 d = x.f16(b, offsetof(Block, d));
+      for (int c = 0; c < C; ++c) acc[c] = simde_mm512_fmadd_ps(to_float(total[c]), simde_mm512_mul_ps(d, simde_mm512_set1_ps(a[c][b].d)), acc[c]);
+    }
+    for (int c = 0; c < C; ++c) simde_mm512_storeu_ps(out + static_cast<size_t>(c) * out_stride, acc[c]);
+  }
+};
+
+// Q3_K: with kRows16MinCols columns or more (in the sixteen-row layout, any), sixteen rows
+// at a time, then one at a time (DotQ3KRow) for the rest, all with the same bits.
+template <Layout L = Layout::kFile>
+struct DotQ3K {
+  static constexpr int kRows16MinCols = 2;
+
+  template <int C>
+  static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
+                     size_t out_stride) {
+    int64_t r = 0;
+    if constexpr (sixteen_rows<L, kRows16MinCols, C>()) r = sixteen_rows_at_a_time<DotQ3KRows16, L, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    each_row<DotQ3KRow, C>(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, n_rows - r, act, stride, out + r, out_stride);
   }
 };
 
@@ -1357,12 +1476,17 @@ struct DotQ6K {
 //   one; Q2_K 27-29 against 30-33 (stop 51). The K formats get it only with full-width units:
 //   on a Zen 4, Q4_K's 768-element rows streamed 0.61-0.63 in it against 0.79-0.81 in the
 //   file layout.
-// - With split units, Q4_K and Q5_K in the sixteen-row layout, rows of any length: on a
-//   Zen 4, Q4_K decode streamed 0.87-0.91 of the probe against the file layout's 0.72-0.85,
-//   and prompts ran 1.1-1.2x faster than with the transposes. Q6_K stays in the file layout:
-//   its sixteen-row decode streamed 0.61-0.82 against 0.84-0.91 (stop 53).
+// - With split units, Q4_K, Q5_K and Q6_K in the sixteen-row layout, rows of any length: on
+//   a Zen 4, Q4_K decode streamed 0.87-0.91 of the probe against the file layout's
+//   0.72-0.85, and prompts ran 1.1-1.2x faster than with the transposes (stop 53). Q6_K's
+//   decode, with every line prefetched, streamed about what the AVX2 kernel does (0.86-0.93
+//   of slow probes against 0.93-0.97), and its prompts ran 1.3x as fast (stop 57).
+// - Q3_K in the sixteen-row layout in both sets, rows of any length: on a Zen 4, decode
+//   streamed 0.81-0.94 of the probe against 0.67-0.80, and prompts ran 1.6-1.7x as fast
+//   (stop 57; not measured on a Zen 5).
 // (docs/PERFORMANCE.md, "Zen 4 again: which decode kernels and layouts pay", "Zen 4: Q4_K
-// and Q5_K in sixteen-row groups", and the Zen 5 sections.)
+// and Q5_K in sixteen-row groups", "Zen 4: Q3_K and Q6_K in sixteen-row groups", and the
+// Zen 5 sections.)
 template <bool kFullWidth>
 KernelSet make_avx512(const char* name) {
   KernelSet s = *avx2_kernels();
@@ -1372,7 +1496,7 @@ KernelSet make_avx512(const char* name) {
   set(Type::Q5_K, entry<DotQ45K<true>>);
   set(Type::Q6_K, entry<DotQ6K<kFullWidth ? 1 : 2>>);
   set(Type::Q2_K, entry<DotQ2KRows4<>>);
-  set(Type::Q3_K, entry<DotQ3K>);
+  set(Type::Q3_K, entry<DotQ3K<>>);
   set(Type::IQ4_XS, entry<DotIQ4XSRows4<>>);
   set(Type::Q4_0, entry<Dot32Rows4<Rows4Q4_0>>);
   set(Type::Q4_1, entry<Dot32Rows4<Rows4Q4_1>>);
@@ -1404,7 +1528,9 @@ KernelSet make_avx512(const char* name) {
   } else {
     set_rows4(Type::Q4_K, entry<DotQ45K<false, Layout::kRows16>>, kAnyRow, 16);
     set_rows4(Type::Q5_K, entry<DotQ45K<true, Layout::kRows16>>, kAnyRow, 16);
+    set_rows4(Type::Q6_K, entry<DotQ6K<2, Layout::kRows16>>, kAnyRow, 16);
   }
+  set_rows4(Type::Q3_K, entry<DotQ3K<Layout::kRows16>>, kAnyRow, 16);
   set(Type::F32, entry<DotFloat<LoadF32, Floats16>>);
   set(Type::F16, entry<DotFloat<LoadF16, Floats16>>);
   set(Type::BF16, entry<DotFloat<LoadBF16, Floats16>>);

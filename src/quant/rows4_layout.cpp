@@ -37,12 +37,12 @@ void rearrange(uint8_t* data, int64_t rows, size_t n_blocks) {
   });
 }
 
-// The sixteen-row layout of a block of kBlock bytes: 2-byte pieces (its first kHead bytes)
-// and 4-byte pieces (the rest). Four rows' 16 bytes at a time are a 4 x 4 transpose of
-// 4-byte pieces.
-template <size_t kBlock, size_t kHead>
+// The sixteen-row layout of a block of kBlock bytes: 2-byte pieces (its first kHead bytes
+// and its last kTail) and 4-byte pieces (the rest). Four rows' 16 bytes at a time are a
+// 4 x 4 transpose of 4-byte pieces.
+template <size_t kBlock, size_t kHead, size_t kTail>
 void rearrange16(uint8_t* data, int64_t rows, size_t n_blocks) {
-  constexpr size_t kWhole = kHead + (kBlock - kHead) / 16 * 16;
+  constexpr size_t kWhole = kHead + (kBlock - kHead - kTail) / 16 * 16;
   each_group_block<16>(data, rows, n_blocks, kBlock, [](uint8_t* dst, const uint8_t* src0, size_t row_size) {
     for (size_t i0 = 0; i0 < 16; i0 += 4) {
       const uint8_t* src[4];
@@ -57,7 +57,8 @@ void rearrange16(uint8_t* data, int64_t rows, size_t n_blocks) {
       for (size_t i = 0; i < 4; ++i) {
         const size_t row = i0 + i;
         for (size_t o = 0; o < kHead; o += 2) std::memcpy(dst + 16 * o + 2 * row, src[i] + o, 2);
-        for (size_t o = kWhole; o < kBlock; o += 4) std::memcpy(dst + 16 * o + 4 * row, src[i] + o, 4);
+        for (size_t o = kWhole; o < kBlock - kTail; o += 4) std::memcpy(dst + 16 * o + 4 * row, src[i] + o, 4);
+        for (size_t o = kBlock - kTail; o < kBlock; o += 2) std::memcpy(dst + 16 * o + 2 * row, src[i] + o, 2);
       }
     }
   });
@@ -68,8 +69,10 @@ using Rearrange = void (*)(uint8_t*, int64_t, size_t);
 Rearrange rearrange_for(Type t, int group_rows) {
   if (group_rows == 16) {
     switch (t) {
-      case Type::Q4_K: return rearrange16<144, 4>;  // d, dmin; scales, qs
-      case Type::Q5_K: return rearrange16<176, 4>;  // d, dmin; scales, qh, qs
+      case Type::Q3_K: return rearrange16<110, 0, 2>;  // hmask, qs, scales; d
+      case Type::Q4_K: return rearrange16<144, 4, 0>;  // d, dmin; scales, qs
+      case Type::Q5_K: return rearrange16<176, 4, 0>;  // d, dmin; scales, qh, qs
+      case Type::Q6_K: return rearrange16<210, 0, 2>;  // ql, qh, scales; d
       default: return nullptr;
     }
   }
@@ -92,11 +95,12 @@ Rearrange rearrange_for(Type t, int group_rows) {
 
 }  // namespace
 
-bool has_rows4_layout(Type t) { return rearrange_for(t, 4) != nullptr; }
+bool has_rows4_layout(Type t, int group_rows) { return rearrange_for(t, group_rows) != nullptr; }
 
 bool use_rows4_layout(Type t, int64_t cols) {
   const KernelSet& set = active_kernels();
-  return has_rows4_layout(t) && dot_kernel_rows4(set, t) != nullptr && cols < set.rows4_below_cols[static_cast<uint32_t>(t)];
+  const auto i = static_cast<uint32_t>(t);
+  return dot_kernel_rows4(set, t) != nullptr && has_rows4_layout(t, set.group_rows[i]) && cols < set.rows4_below_cols[i];
 }
 
 void to_rows4_layout(Type t, uint8_t* data, int64_t rows, int64_t cols, const KernelSet& set) {

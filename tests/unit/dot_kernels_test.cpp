@@ -367,7 +367,7 @@ TEST(Rows4Layout, FieldsOfFourRowsSideBySide) {
       {Type::Q6_K, {{0, 32}, {32, 32}, {64, 32}, {96, 32}, {128, 32}, {160, 32}, {192, 16}, {208, 2}}}};
   std::mt19937 rng(5);
   for (const auto& [t, fields] : layouts) {
-    ASSERT_TRUE(has_rows4_layout(t)) << name(t);
+    ASSERT_TRUE(has_rows4_layout(t, 4)) << name(t);
     size_t field_bytes = 0;
     for (const Field& f : fields) field_bytes += f.size;
     ASSERT_EQ(field_bytes, static_cast<size_t>(info(t).block_bytes)) << name(t);
@@ -390,16 +390,17 @@ TEST(Rows4Layout, FieldsOfFourRowsSideBySide) {
     }
     EXPECT_EQ(std::memcmp(packed.data() + 8 * row_size, file.data() + 8 * row_size, 2 * row_size), 0) << name(t) << ": rows after the groups";
   }
-  EXPECT_FALSE(has_rows4_layout(Type::Q3_K));
+  EXPECT_FALSE(has_rows4_layout(Type::Q3_K, 4));
 }
 
 // The sixteen-row variant (quant/rows4_layout.h): the 2- or 4-byte piece at byte o of row
 // i's block b of a group at b * 16 * block_bytes + 16 * o + i * (piece size); 2-byte pieces
-// for the F16 fields d and dmin (the first 4 bytes), 4-byte ones after them; the rows after
-// the groups as they were.
+// for the F16 fields (Q4_K's and Q5_K's d and dmin, the first 4 bytes; Q3_K's and Q6_K's
+// d, the last 2), 4-byte ones for the rest; the rows after the groups as they were.
 TEST(Rows4Layout, PiecesOfSixteenRowsSideBySide) {
   std::mt19937 rng(6);
-  for (Type t : {Type::Q4_K, Type::Q5_K}) {
+  for (Type t : {Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
+    ASSERT_TRUE(has_rows4_layout(t, 16)) << name(t);
     const KernelSet& set = avx512_split_kernels_emulated();
     ASSERT_EQ(set.group_rows[static_cast<uint32_t>(t)], 16) << name(t);
     const int64_t n = info(t).block_elems * 3, rows = 37;
@@ -411,7 +412,8 @@ TEST(Rows4Layout, PiecesOfSixteenRowsSideBySide) {
     for (size_t g = 0; g < 2; ++g) {
       for (size_t b = 0; b < 3; ++b) {
         for (size_t o = 0; o < block;) {
-          const size_t piece = o < 4 ? 2 : 4;
+          const bool f16 = t == Type::Q3_K || t == Type::Q6_K ? o >= block - 2 : o < 4;
+          const size_t piece = f16 ? 2 : 4;
           for (size_t i = 0; i < 16; ++i) {
             const uint8_t* want = file.data() + (16 * g + i) * row_size + b * block + o;
             const uint8_t* got = packed.data() + 16 * g * row_size + b * 16 * block + 16 * o + i * piece;
@@ -428,8 +430,8 @@ TEST(Rows4Layout, PiecesOfSixteenRowsSideBySide) {
 // Which matrices are rearranged: where the kernel set reads the layout, and for the row
 // lengths it takes in it: Q8_0, IQ4_XS and the K formats only rows shorter than
 // kLongRowCols (their file layout is faster for long rows); on split 512-bit units (the
-// set `avx512`, Zen 4) also Q4_0, while Q2_K's rows and Q4_K's and Q5_K's (in sixteen-row
-// groups) of any length are rearranged there.
+// set `avx512`, Zen 4) also Q4_0, while Q2_K's rows and Q4_K's, Q5_K's and Q6_K's (in
+// sixteen-row groups) of any length are rearranged there; Q3_K's of any length in both sets.
 TEST(Rows4Layout, UsedWhereTheKernelsReadItForTheRowLengthsTheSetTakes) {
   const bool avx512 = dot_kernel_rows4(active_kernels(), Type::Q4_0) != nullptr;
   const bool full_width = std::string(active_kernels().name) == "avx512-rows4";  // Zen 5's set
@@ -441,14 +443,12 @@ TEST(Rows4Layout, UsedWhereTheKernelsReadItForTheRowLengthsTheSetTakes) {
   EXPECT_EQ(use_rows4_layout(Type::Q8_0, kLongRowCols - 32), avx512);
   EXPECT_FALSE(use_rows4_layout(Type::Q8_0, kLongRowCols));
   EXPECT_FALSE(use_rows4_layout(Type::Q8_0, 4096));
-  // Q4_K and Q5_K: with full-width units in four-row groups for short rows only, with split
-  // units in sixteen-row groups for every row. Q6_K: in four-row groups for short rows with
-  // full-width units, else in the file layout.
+  // Q4_K, Q5_K and Q6_K: with full-width units in four-row groups for short rows only, with
+  // split units in sixteen-row groups for every row.
   for (Type t : {Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
-    const bool split_units_take_it = t != Type::Q6_K;
-    EXPECT_EQ(use_rows4_layout(t, 768), avx512 && (full_width || split_units_take_it)) << name(t);
-    EXPECT_EQ(use_rows4_layout(t, kLongRowCols - 256), avx512 && (full_width || split_units_take_it)) << name(t);
-    EXPECT_EQ(use_rows4_layout(t, kLongRowCols), avx512 && !full_width && split_units_take_it) << name(t);
+    EXPECT_EQ(use_rows4_layout(t, 768), avx512) << name(t);
+    EXPECT_EQ(use_rows4_layout(t, kLongRowCols - 256), avx512) << name(t);
+    EXPECT_EQ(use_rows4_layout(t, kLongRowCols), avx512 && !full_width) << name(t);
     if (use_rows4_layout(t, 768)) {
       EXPECT_EQ(active_kernels().group_rows[static_cast<uint32_t>(t)], full_width ? 4 : 16) << name(t);
     }
@@ -457,7 +457,11 @@ TEST(Rows4Layout, UsedWhereTheKernelsReadItForTheRowLengthsTheSetTakes) {
   for (Type t : {Type::Q2_K, Type::IQ4_XS}) EXPECT_EQ(use_rows4_layout(t, 768), avx512) << name(t);
   EXPECT_EQ(use_rows4_layout(Type::Q2_K, kLongRowCols), avx512 && !full_width);
   EXPECT_FALSE(use_rows4_layout(Type::IQ4_XS, kLongRowCols));
-  EXPECT_FALSE(use_rows4_layout(Type::Q3_K, 768));
+  // Q3_K: in sixteen-row groups for every row in both AVX-512 sets.
+  for (int64_t cols : {768, 4096}) EXPECT_EQ(use_rows4_layout(Type::Q3_K, cols), avx512) << cols;
+  if (avx512) {
+    EXPECT_EQ(active_kernels().group_rows[static_cast<uint32_t>(Type::Q3_K)], 16);
+  }
   const KernelSet* avx2 = avx2_kernels();
   if (avx2 != nullptr) {
     EXPECT_EQ(dot_kernel_rows4(*avx2, Type::Q4_0), nullptr);
@@ -475,7 +479,7 @@ TEST(Rows4Layout, SameBitsAsTheFileLayout) {
   std::mt19937 rng(13);
   int checked = 0;
   for (Type t : kTypes) {
-    if (!has_rows4_layout(t)) continue;
+    if (!has_rows4_layout(t, 4) && !has_rows4_layout(t, 16)) continue;
     for (Fill fill : {Fill::kQuantized, Fill::kRandomBytes, Fill::kMaxCodes}) {
       // For the 32-element formats also rows longer than their kernels' prepared window.
       for (const int64_t n : {info(t).block_elems * 13, int64_t{32 * 420}}) {
@@ -484,11 +488,7 @@ TEST(Rows4Layout, SameBitsAsTheFileLayout) {
         const int n_rows = info(t).block_elems == 256 ? 37 : 15;
         const auto [row_size, act_bytes, rows, acts] = random_operands(t, fill, n, n_rows, rng);
         for (const KernelSet* set : sets) {
-          if (dot_kernel_rows4(*set, t) == nullptr) {
-            // The set for split 512-bit units (Zen 4) keeps Q6_K in the file layout.
-            ASSERT_TRUE(set != sets[0] && t == Type::Q6_K) << set->name << " " << name(t);
-            continue;
-          }
+          ASSERT_NE(dot_kernel_rows4(*set, t), nullptr) << set->name << " " << name(t);
           const int group_rows = set->group_rows[static_cast<uint32_t>(t)];
           // The emulated sets differ in their layout kernels only where the groups do.
           if (set == sets[1] && group_rows == 4) continue;
