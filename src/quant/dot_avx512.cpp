@@ -5,19 +5,18 @@
 // streamed from memory faster than four rows at a time (measured on a Zen 4), and the
 // four-row kernel gives its bits.
 //
-// Q4_K, Q5_K and Q6_K take four rows per register, one per 128-bit lane, into vpdpbusd,
-// and prompts sixteen rows per register, one per 32-bit lane (DotQ45KRows16, DotQ6KRows16),
-// with the same bits: Q6_K the AVX2 kernel's, Q4_K and Q5_K bits of their own (one exact
-// integer per row and block). The 32-element formats (Dot32Rows4) take four rows per
-// register too, with bits of their own, the same for any rows and columns. Both read the
-// file layout or the four-row layout (quant/rows4_layout.h; the K formats only in Zen 5's
-// set). In the set for split 512-bit units (Zen 4), Q4_K and Q5_K weights in RAM are in
-// the sixteen-row layout, which the sixteen-row kernels read without transposes, for every
-// column count, decode included. Q2_K and IQ4_XS take four rows per register too, from
-// either layout, with bits of their own. Q3_K works on 64 elements of one row per
-// register: codes (unsigned) times activations with vpmaddubsw, then vpdpwssd multiplies
-// those pair sums by the sub-block scales and accumulates, in one instruction where AVX2
-// needs two.
+// Q2_K, Q4_K, Q5_K and Q6_K take four rows per register, one per 128-bit lane, into
+// vpdpbusd, and prompts sixteen rows per register, one per 32-bit lane (DotQ2KRows16,
+// DotQ45KRows16, DotQ6KRows16), with the same bits: Q6_K the AVX2 kernel's, the others bits
+// of their own (exact integers per row and block, then one float expression). The
+// 32-element formats (Dot32Rows4) take four rows per register too, with bits of their own,
+// the same for any rows and columns. Both read the file layout or the four-row layout
+// (quant/rows4_layout.h; Q4_K-Q6_K only in Zen 5's set). In the set for split 512-bit units
+// (Zen 4), Q2_K, Q4_K, Q5_K and Q6_K weights in RAM are in the sixteen-row layout, which the
+// sixteen-row kernels read without transposes, for every column count, decode included;
+// Q3_K's are in both sets (DotQ3KRows16), and its file layout takes one row at a time for
+// one column (DotQ3KRow: vpmaddubsw, then vpdpwssd with the sub-block scales), with the
+// same bits. IQ4_XS takes four rows per register, from either layout, with bits of its own.
 //
 // Written with SIMDe's names (simde_mm512_*), which are the native intrinsics when this
 // file is compiled for AVX-512 (CMakeLists.txt gives it the flags). The unit tests compile
@@ -574,25 +573,21 @@ inline V512i row_totals(V512i v) {
 
 // The end of block b for the K formats with mins in four-row kernels, per column c: min_sum
 // is the activations' 16-element sums (bsums) 0-7 times each lane's 16-bit mins_low, plus
-// bsums 8-15 times mins_high, an exact integer. With kRowTotals (Q4_K, Q5_K) sum and
-// min_sum are first added over each row's lanes, so that the float operations act on the
-// row's block integers; without (Q2_K), on each lane's.
-template <bool kRowTotals, int C>
+// bsums 8-15 times mins_high, an exact integer. sum and min_sum are first added over each
+// row's lanes, so that the float operations (add_block's) act on the row's block integers,
+// as the sixteen-row kernels' do on each lane's.
+template <int C>
 inline void add_block_with_mins(V512 (&acc)[C], const V512i (&sum)[C], V512 d, V512 dmin, V512i mins_low, V512i mins_high,
                                 const BlockQ8_K* const (&a)[C], int64_t b) {
   for (int c = 0; c < C; ++c) {
     const V512i min_sum = simde_mm512_dpwssd_epi32(simde_mm512_madd_epi16(mins_low, broadcast128(a[c][b].bsums)), mins_high,
                                                    broadcast128(a[c][b].bsums + 8));
-    if constexpr (kRowTotals) {
-      // Per row: lanes (s0 + s2, m0 + m2, s1 + s3, m1 + m3), then (S, M, S, M).
-      const V512i halves = simde_mm512_add_epi32(simde_mm512_unpacklo_epi32(sum[c], min_sum), simde_mm512_unpackhi_epi32(sum[c], min_sum));
-      const V512 totals = to_float(simde_mm512_add_epi32(halves, shuffle32<_MM_SHUFFLE(1, 0, 3, 2)>(halves)));
-      // add_block's operations in each row's first lane, M brought beside S.
-      const V512 block = simde_mm512_fnmadd_ps(dmin, simde_mm512_shuffle_ps(totals, totals, _MM_SHUFFLE(3, 3, 1, 1)), simde_mm512_mul_ps(d, totals));
-      acc[c] = simde_mm512_fmadd_ps(simde_mm512_set1_ps(a[c][b].d), block, acc[c]);
-    } else {
-      acc[c] = add_block(acc[c], sum[c], min_sum, d, dmin, a[c][b].d);
-    }
+    // Per row: lanes (s0 + s2, m0 + m2, s1 + s3, m1 + m3), then (S, M, S, M).
+    const V512i halves = simde_mm512_add_epi32(simde_mm512_unpacklo_epi32(sum[c], min_sum), simde_mm512_unpackhi_epi32(sum[c], min_sum));
+    const V512 totals = to_float(simde_mm512_add_epi32(halves, shuffle32<_MM_SHUFFLE(1, 0, 3, 2)>(halves)));
+    // add_block's operations in each row's first lane, M brought beside S.
+    const V512 block = simde_mm512_fnmadd_ps(dmin, simde_mm512_shuffle_ps(totals, totals, _MM_SHUFFLE(3, 3, 1, 1)), simde_mm512_mul_ps(d, totals));
+    acc[c] = simde_mm512_fmadd_ps(simde_mm512_set1_ps(a[c][b].d), block, acc[c]);
   }
 }
 
@@ -648,16 +643,15 @@ struct InGroupsOfFour {
 // vpdpbusd takes it against 16 broadcast activations (|4 products| <= 4 x 3 x 128), and
 // one vpdpwssd multiplies each 32-bit lane by the sub-block's scale, as a (scale, 0) 16-bit
 // pair, and adds it: sum. The offset is min_sum = sum_k(min_k x bsums_k), bsums_k the
-// activations' sum over sub-block k, another exact integer per lane. Then per lane, row
-// and column, acc += a.d x (d x float(sum) - dmin x float(min_sum)), and a row's result is
-// (l0 + l1) + (l2 + l3) of acc. These bits are the set's own (the AVX2 kernel adds in
-// another order), the same for any rows beside a row and any column count: a group short
-// of four rows repeats its last row, and every call takes kGroups groups side by side,
-// then single groups. Against the one-row kernel this replaced: 1.23x with rows in cache
-// and one column, 1.04-1.08x for prompts; from DRAM, and in decode end to end, level within
-// the noise (docs/PERFORMANCE.md, stop 47). With kPacked the groups are in the four-row
-// layout, the rows after them in the file's, and a call with one column takes one group,
-// one stream, as DotQ45KRows4's does.
+// activations' sum over sub-block k, another exact integer per lane. Both are then added
+// over each row's lanes, and per row and column acc += a.d x (d x float(sum) - dmin x
+// float(min_sum)), as DotQ45KRows4 does: the bits of DotQ2KRows16, and the same for any
+// rows beside a row and any column count (a group short of four rows repeats its last
+// row; every call takes kGroups groups side by side, then single groups). Against the
+// one-row kernel this replaced: 1.23x with rows in cache and one column, 1.04-1.08x for
+// prompts; from DRAM, and in decode end to end, level within the noise (docs/PERFORMANCE.md,
+// stop 47). With kPacked the groups are in the four-row layout, the rows after them in the
+// file's, and a call with one column takes one group, one stream, as DotQ45KRows4's does.
 template <bool kPackedRows = false>
 struct DotQ2KRows4 : InGroupsOfFour<DotQ2KRows4<kPackedRows>> {
   using Block = BlockQ2_K;
@@ -701,10 +695,10 @@ struct DotQ2KRows4 : InGroupsOfFour<DotQ2KRows4<kPackedRows>> {
         const V512 d = x[rg].f16(b, offsetof(Block, d)), dmin = x[rg].f16(b, offsetof(Block, dmin));
         const V512i mins = simde_mm512_and_si512(simde_mm512_srli_epi16(scales_mins[rg], 4), m4);
         const V512i mins_low = simde_mm512_unpacklo_epi8(mins, zero), mins_high = simde_mm512_unpackhi_epi8(mins, zero);  // 16-bit mins 0-7, 8-15
-        add_block_with_mins<false>(acc[rg], sum[rg], d, dmin, mins_low, mins_high, a, b);
+        add_block_with_mins(acc[rg], sum[rg], d, dmin, mins_low, mins_high, a, b);
       }
     }
-    store_groups(acc, out, out_stride, last_rows);
+    for (int rg = 0; rg < G; ++rg) store_rows4(acc[rg], out + 4 * rg, out_stride, rg == G - 1 ? last_rows : 4);
   }
 };
 
@@ -963,12 +957,20 @@ struct DotQ45KRows4 : InGroupsOfFour<DotQ45KRows4<kFive, kPackedRows>> {
         const V512 d = x[rg].f16(b, offsetof(Block, d)), dmin = x[rg].f16(b, offsetof(Block, dmin));
         const V512i mins_low = simde_mm512_shuffle_epi8(scales_mins[rg], mins_index[0]);
         const V512i mins_high = simde_mm512_shuffle_epi8(scales_mins[rg], mins_index[1]);
-        add_block_with_mins<true>(acc[rg], sum[rg], d, dmin, mins_low, mins_high, a, b);
+        add_block_with_mins(acc[rg], sum[rg], d, dmin, mins_low, mins_high, a, b);
       }
     }
     for (int rg = 0; rg < G; ++rg) store_rows4(acc[rg], out + 4 * rg, out_stride, rg == G - 1 ? last_rows : 4);
   }
 };
+
+// Bytes 2i and 2i + 1 (i = 0 or 1) of each 32-bit lane of v as the lane's two 16-bit
+// halves: a pair for vpdpwssd.
+inline V512i byte_pair(V512i v, int i) {
+  const V512i low = simde_mm512_set1_epi32(0xFF), high = simde_mm512_set1_epi32(0xFF0000);
+  return i == 0 ? simde_mm512_or_si512(simde_mm512_and_si512(v, low), simde_mm512_and_si512(simde_mm512_slli_epi32(v, 8), high))
+                : simde_mm512_or_si512(simde_mm512_and_si512(simde_mm512_srli_epi32(v, 16), low), simde_mm512_and_si512(simde_mm512_srli_epi32(v, 8), high));
+}
 
 // ---- Sixteen rows per register, one per 32-bit lane ----
 // With the rows in 32-bit lanes, each vpdpbusd takes 4 codes of sixteen rows against the
@@ -1123,12 +1125,7 @@ struct DotQ45KRows16 {
       // bsums[2k + 1] (|B_k| <= 32 x 128) as 16-bit pairs (B_2i, B_2i+1), against
       // (min_2i, min_2i+1) pairs, one vpdpwssd per two sub-blocks.
       V512i min_pairs[4];
-      for (int i = 0; i < 4; ++i) {
-        const V512i mins = mins4[i / 2], low = simde_mm512_set1_epi32(0xFF), high = simde_mm512_set1_epi32(0xFF0000);
-        min_pairs[i] = i % 2 == 0 ? simde_mm512_or_si512(simde_mm512_and_si512(mins, low), simde_mm512_and_si512(simde_mm512_slli_epi32(mins, 8), high))
-                                  : simde_mm512_or_si512(simde_mm512_and_si512(simde_mm512_srli_epi32(mins, 16), low),
-                                                         simde_mm512_and_si512(simde_mm512_srli_epi32(mins, 8), high));
-      }
+      for (int i = 0; i < 4; ++i) min_pairs[i] = byte_pair(mins4[i / 2], i % 2);
       const V512 d = x.f16(b, offsetof(Block, d)), dmin = x.f16(b, offsetof(Block, dmin));
       for (int c = 0; c < C; ++c) {
         const __m256i sums = _mm256_madd_epi16(load256(a[c][b].bsums), _mm256_set1_epi16(1));
@@ -1183,24 +1180,26 @@ int64_t sixteen_rows_at_a_time(int64_t n, const uint8_t* w, size_t row_bytes, in
 template <Layout L, int kMinCols, int C>
 constexpr bool sixteen_rows() { return L == Layout::kRows16 || C >= kMinCols; }
 
-// Q4_K and Q5_K: with kRows16MinCols columns or more (in the sixteen-row layout, any),
-// sixteen rows at a time, then four (DotQ45KRows4) for the rest; fewer columns, four at a
-// time. On a Zen 4 with rows in cache, sixteen rows ran Q4_K 1.1-1.4x faster than four
-// from 4 columns on; Q5_K, whose fifth bits cost a second transpose, only from 7
-// (docs/PERFORMANCE.md, stop 52).
-template <bool kFive, Layout L = Layout::kFile>
-struct DotQ45K {
-  static constexpr int kRows16MinCols = kFive ? 7 : 4;
-
+// A K format's matmul in layout L: with kMinCols columns or more (in the sixteen-row layout,
+// any), sixteen rows at a time through K16 while sixteen remain, then the rest through
+// Rest (its matmul, or its run row by row), whose bits K16 gives.
+template <typename K16, typename Rest, int kMinCols, Layout L>
+struct SixteenRowsThen {
   template <int C>
   static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
                      size_t out_stride) {
     int64_t r = 0;
-    if constexpr (sixteen_rows<L, kRows16MinCols, C>()) r = sixteen_rows_at_a_time<DotQ45KRows16<kFive>, L, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
-    every_row_in_groups<DotQ45KRows4<kFive, L == Layout::kRows4>, C>(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, n_rows - r,
-                                                                    static_cast<const uint8_t*>(act), stride, out + r, out_stride);
+    if constexpr (sixteen_rows<L, kMinCols, C>()) r = sixteen_rows_at_a_time<K16, L, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
+    columns<Rest, C>(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, n_rows - r, act, stride, out + r, out_stride);
   }
 };
+
+// Q4_K and Q5_K: from 4 (Q5_K: 7) columns (in the sixteen-row layout, any), sixteen rows
+// at a time, then four (DotQ45KRows4) for the rest; fewer columns, four at a time. On a Zen 4 with rows in cache, sixteen rows ran Q4_K 1.1-1.4x faster than four
+// from 4 columns on; Q5_K, whose fifth bits cost a second transpose, only from 7
+// (docs/PERFORMANCE.md, stop 52).
+template <bool kFive, Layout L = Layout::kFile>
+using DotQ45K = SixteenRowsThen<DotQ45KRows16<kFive>, DotQ45KRows4<kFive, L == Layout::kRows4>, kFive ? 7 : 4, L>;
 
 // Q6_K with four rows per register: each 128-bit lane holds one 16-element sub-block of
 // its row, so one vpdpbusd takes a sub-block of each of four rows (codes 0-63, stored +32)
@@ -1352,24 +1351,13 @@ struct DotQ6KRows16 {
   }
 };
 
-// Q6_K: with kRows16MinCols columns or more (in the sixteen-row layout, any), sixteen rows
-// at a time, then DotQ6KRows4 (and its AVX2 kernel below kMinColumns columns) for the
-// rest, all with the same bits. On a Zen 4, sixteen rows through transposes were faster
+// Q6_K: from 6 columns (in the sixteen-row layout, any), sixteen rows at a time, then
+// DotQ6KRows4 (and its AVX2 kernel below kMinColumns columns) for the rest, all with the
+// same bits. On a Zen 4, sixteen rows through transposes were faster
 // from 8 columns (in cache and from DRAM), level at 6, and not faster at 4-5
 // (docs/PERFORMANCE.md, stop 52).
 template <int kMinColumns, Layout L = Layout::kFile>
-struct DotQ6K {
-  static constexpr int kRows16MinCols = 6;
-
-  template <int C>
-  static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
-                     size_t out_stride) {
-    int64_t r = 0;
-    if constexpr (sixteen_rows<L, kRows16MinCols, C>()) r = sixteen_rows_at_a_time<DotQ6KRows16, L, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
-    rows4_matmul<DotQ6KRows4<kMinColumns, L == Layout::kRows4>, C>(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, n_rows - r,
-                                                                  static_cast<const uint8_t*>(act), stride, out + r, out_stride);
-  }
-};
+using DotQ6K = SixteenRowsThen<DotQ6KRows16, DotQ6KRows4<kMinColumns, L == Layout::kRows4>, 6, L>;
 
 // Q3_K with sixteen rows per register, one per 32-bit lane, the bits of DotQ3KRow: per
 // 16-byte piece l0..l0+15 of qs[32h..] and of hmask, dword t holds elements l0 + 4t..+3 of
@@ -1445,20 +1433,72 @@ struct DotQ3KRows16 {
   }
 };
 
-// Q3_K: with kRows16MinCols columns or more (in the sixteen-row layout, any), sixteen rows
-// at a time, then one at a time (DotQ3KRow) for the rest, all with the same bits.
-template <Layout L = Layout::kFile>
-struct DotQ3K {
-  static constexpr int kRows16MinCols = 2;
+// Q2_K with sixteen rows per register, one per 32-bit lane, the bits of DotQ2KRows4: per
+// 16-byte piece l0..l0+15 of qs[32h..], dword t holds elements l0 + 4t..+3 of the four
+// sub-blocks 8h + 2j + l0 / 16, j = 0-3, whose codes (0-3) are bits 2j..2j+1. Four vpdpbusd
+// take a sub-block's 16 elements into part (|part| <= 16 x 3 x 128), vpmulld multiplies it
+// by the sub-block's scale (0-15) into sum, and min_sum takes one vpdpwssd per two
+// sub-blocks, their (min, min) 16-bit pairs against the bsums. Then add_block, per row.
+struct DotQ2KRows16 {
+  using Block = BlockQ2_K;
+  static constexpr size_t kOneColumnPrefetchStep = 64;  // see PackedRows16
 
-  template <int C>
-  static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
-                     size_t out_stride) {
-    int64_t r = 0;
-    if constexpr (sixteen_rows<L, kRows16MinCols, C>()) r = sixteen_rows_at_a_time<DotQ3KRows16, L, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride);
-    each_row<DotQ3KRow, C>(n, w + static_cast<size_t>(r) * row_bytes, row_bytes, n_rows - r, act, stride, out + r, out_stride);
+  template <int C, typename Sixteen>
+  static void group(int64_t n, const Sixteen& x, size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
+    V512 acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = simde_mm512_setzero_ps();
+    const V512i m3 = simde_mm512_set1_epi8(3), m4 = simde_mm512_set1_epi8(0x0F), low4 = simde_mm512_set1_epi32(0x0F);
+    for (int64_t b = 0; b < n / 256; ++b) {
+      x.prefetch(b, row_bytes);
+      // Dword g: sub-blocks 4g..4g+3, a byte each, the scale in its low nibble and the min in its high.
+      V512i packed[4];
+      x.dwords(b, offsetof(Block, scales), sizeof(Block::scales), 0, packed);
+      V512i sum[C], min_sum[C];
+      for (int c = 0; c < C; ++c) sum[c] = min_sum[c] = simde_mm512_setzero_si512();
+      for (int g = 0; g < 4; ++g) {
+        const V512i mins = simde_mm512_and_si512(simde_mm512_srli_epi32(packed[g], 4), m4);
+        for (int i = 0; i < 2; ++i) {
+          // (min_4g+2i, min_4g+2i+1) as 16-bit pairs against (bsums 4g + 2i, 4g + 2i + 1).
+          const V512i pair = byte_pair(mins, i);
+          for (int c = 0; c < C; ++c) min_sum[c] = dot_pairs(min_sum[c], pair, a[c][b].bsums + 4 * g + 2 * i);
+        }
+      }
+      for (int h = 0; h < 2; ++h) {
+        for (int p = 0; p < 2; ++p) {
+          V512i bits[4];
+          x.dwords(b, offsetof(Block, qs) + 32 * h, 32, 16 * p, bits);
+          for (int j = 0; j < 4; ++j) {
+            V512i part[C];
+            for (int c = 0; c < C; ++c) part[c] = simde_mm512_setzero_si512();
+            for (int t = 0; t < 4; ++t) {
+              const V512i q = simde_mm512_and_si512(j == 0 ? bits[t] : simde_mm512_srli_epi16(bits[t], 2 * j), m3);
+              for (int c = 0; c < C; ++c) part[c] = dot_bytes(part[c], q, a[c][b].qs + 128 * h + 32 * j + 16 * p + 4 * t);
+            }
+            const int k = 8 * h + 2 * j + p;
+            const V512i scale = simde_mm512_and_si512(simde_mm512_srli_epi32(packed[k / 4], 8 * (k % 4)), low4);
+            for (int c = 0; c < C; ++c) sum[c] = simde_mm512_add_epi32(sum[c], simde_mm512_mullo_epi32(part[c], scale));
+          }
+        }
+      }
+      const V512 d = x.f16(b, offsetof(Block, d)), dmin = x.f16(b, offsetof(Block, dmin));
+      for (int c = 0; c < C; ++c) acc[c] = add_block(acc[c], sum[c], min_sum[c], d, dmin, a[c][b].d);
+    }
+    for (int c = 0; c < C; ++c) simde_mm512_storeu_ps(out + static_cast<size_t>(c) * out_stride, acc[c]);
   }
 };
+
+// Q2_K: from 2 columns (in the sixteen-row layout, any), sixteen rows at a time, then four
+// at a time (DotQ2KRows4) for the rest, all with the same bits: in the file layout, at 2-8
+// columns 1.1-1.6x as fast as four at a time on a Zen 4 (docs/PERFORMANCE.md, stop 57).
+template <Layout L = Layout::kFile>
+using DotQ2K = SixteenRowsThen<DotQ2KRows16, DotQ2KRows4<L == Layout::kRows4>, 2, L>;
+
+// Q3_K: from 2 columns (in the sixteen-row layout, any), sixteen rows at a time, then one
+// at a time (DotQ3KRow) for the rest, all with the same bits: in the file layout, at 2-4
+// columns 1.4-1.7x as fast as one at a time on a Zen 4; at one column the transposes were
+// slower from DRAM (docs/PERFORMANCE.md, stop 57).
+template <Layout L = Layout::kFile>
+using DotQ3K = SixteenRowsThen<DotQ3KRows16, DotQ3KRow, 2, L>;
 
 // kFullWidth: a CPU whose 512-bit units are full width (Zen 5), not split in two 256-bit
 // halves (Zen 4). The kernels and their bits are the same in both sets; what differs is
@@ -1471,21 +1511,22 @@ struct DotQ3K {
 //   there one column goes to the AVX2 kernel (kMinCols 2).
 // - The four-row layout (rows4_layout.h) for rows shorter than kLongRowCols only, for Q8_0
 //   and the 256-element formats, and for Q4_0 with split units; for every row with the
-//   other 32-element formats, and for Q2_K with split units. On a Zen 4 with the probe at
-//   about 60 GB/s, rows of 4096: Q4_0 49-51 GB/s in the file layout against 41-45 in this
-//   one; Q2_K 27-29 against 30-33 (stop 51). The K formats get it only with full-width units:
-//   on a Zen 4, Q4_K's 768-element rows streamed 0.61-0.63 in it against 0.79-0.81 in the
-//   file layout.
-// - With split units, Q4_K, Q5_K and Q6_K in the sixteen-row layout, rows of any length: on
-//   a Zen 4, Q4_K decode streamed 0.87-0.91 of the probe against the file layout's
-//   0.72-0.85, and prompts ran 1.1-1.2x faster than with the transposes (stop 53). Q6_K's
-//   decode, with every line prefetched, streamed about what the AVX2 kernel does (0.86-0.93
-//   of slow probes against 0.93-0.97), and its prompts ran 1.3x as fast (stop 57).
+//   other 32-element formats. On a Zen 4 with the probe at about 60 GB/s, rows of 4096: Q4_0
+//   49-51 GB/s in the file layout against 41-45 in this one (stop 51). Q4_K-Q6_K get it only
+//   with full-width units: on a Zen 4, Q4_K's 768-element rows streamed 0.61-0.63 in it
+//   against 0.79-0.81 in the file layout.
+// - With split units, Q2_K, Q4_K, Q5_K and Q6_K in the sixteen-row layout, rows of any
+//   length: on a Zen 4, Q4_K decode streamed 0.87-0.91 of the probe against the file
+//   layout's 0.72-0.85, and prompts ran 1.1-1.2x faster than with the transposes (stop 53).
+//   Q6_K's decode, with every line prefetched, streamed about what the AVX2 kernel does
+//   (0.86-0.93 of slow probes against 0.93-0.97), and its prompts ran 1.3x as fast; Q2_K's
+//   decode streamed 29-36 GB/s against the four-row layout's 24-28, and its prompts ran
+//   1.9x as fast (stop 57).
 // - Q3_K in the sixteen-row layout in both sets, rows of any length: on a Zen 4, decode
 //   streamed 0.81-0.94 of the probe against 0.67-0.80, and prompts ran 1.6-1.7x as fast
 //   (stop 57; not measured on a Zen 5).
 // (docs/PERFORMANCE.md, "Zen 4 again: which decode kernels and layouts pay", "Zen 4: Q4_K
-// and Q5_K in sixteen-row groups", "Zen 4: Q3_K and Q6_K in sixteen-row groups", and the
+// and Q5_K in sixteen-row groups", "Zen 4: Q3_K, Q6_K and Q2_K in sixteen-row groups", and the
 // Zen 5 sections.)
 template <bool kFullWidth>
 KernelSet make_avx512(const char* name) {
@@ -1495,7 +1536,7 @@ KernelSet make_avx512(const char* name) {
   set(Type::Q4_K, entry<DotQ45K<false>>);
   set(Type::Q5_K, entry<DotQ45K<true>>);
   set(Type::Q6_K, entry<DotQ6K<kFullWidth ? 1 : 2>>);
-  set(Type::Q2_K, entry<DotQ2KRows4<>>);
+  set(Type::Q2_K, entry<DotQ2K<>>);
   set(Type::Q3_K, entry<DotQ3K<>>);
   set(Type::IQ4_XS, entry<DotIQ4XSRows4<>>);
   set(Type::Q4_0, entry<Dot32Rows4<Rows4Q4_0>>);
@@ -1518,14 +1559,15 @@ KernelSet make_avx512(const char* name) {
   set_rows4(Type::Q8_0, entry<Dot32Rows4<Rows4Q8_0, true>>, kLongRowCols);
   set_rows4(Type::IQ4_NL, entry<Dot32Rows4<Rows4IQ4_NL, true>>, kAnyRow);
   set_rows4(Type::MXFP4, entry<Dot32Rows4<Rows4MXFP4, true>>, kAnyRow);
-  // Q2_K's and IQ4_XS's kernels take every column count in both sets
-  set_rows4(Type::Q2_K, entry<DotQ2KRows4<true>>, kFullWidth ? kLongRowCols : kAnyRow);
+  // IQ4_XS's kernel takes every column count in both sets
   set_rows4(Type::IQ4_XS, entry<DotIQ4XSRows4<true>>, kLongRowCols);
   if constexpr (kFullWidth) {
+    set_rows4(Type::Q2_K, entry<DotQ2K<Layout::kRows4>>, kLongRowCols);
     set_rows4(Type::Q4_K, entry<DotQ45K<false, Layout::kRows4>>, kLongRowCols);
     set_rows4(Type::Q5_K, entry<DotQ45K<true, Layout::kRows4>>, kLongRowCols);
     set_rows4(Type::Q6_K, entry<DotQ6K<1, Layout::kRows4>>, kLongRowCols);
   } else {
+    set_rows4(Type::Q2_K, entry<DotQ2K<Layout::kRows16>>, kAnyRow, 16);
     set_rows4(Type::Q4_K, entry<DotQ45K<false, Layout::kRows16>>, kAnyRow, 16);
     set_rows4(Type::Q5_K, entry<DotQ45K<true, Layout::kRows16>>, kAnyRow, 16);
     set_rows4(Type::Q6_K, entry<DotQ6K<2, Layout::kRows16>>, kAnyRow, 16);

@@ -69,6 +69,7 @@ using Rearrange = void (*)(uint8_t*, int64_t, size_t);
 Rearrange rearrange_for(Type t, int group_rows) {
   if (group_rows == 16) {
     switch (t) {
+      case Type::Q2_K: return rearrange16<84, 0, 4>;  // scales, qs; d, dmin
       case Type::Q3_K: return rearrange16<110, 0, 2>;  // hmask, qs, scales; d
       case Type::Q4_K: return rearrange16<144, 4, 0>;  // d, dmin; scales, qs
       case Type::Q5_K: return rearrange16<176, 4, 0>;  // d, dmin; scales, qh, qs

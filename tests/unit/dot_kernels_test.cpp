@@ -395,11 +395,12 @@ TEST(Rows4Layout, FieldsOfFourRowsSideBySide) {
 
 // The sixteen-row variant (quant/rows4_layout.h): the 2- or 4-byte piece at byte o of row
 // i's block b of a group at b * 16 * block_bytes + 16 * o + i * (piece size); 2-byte pieces
-// for the F16 fields (Q4_K's and Q5_K's d and dmin, the first 4 bytes; Q3_K's and Q6_K's
-// d, the last 2), 4-byte ones for the rest; the rows after the groups as they were.
+// for the F16 fields (Q4_K's and Q5_K's d and dmin, the first 4 bytes; Q2_K's d and dmin,
+// the last 4; Q3_K's and Q6_K's d, the last 2), 4-byte ones for the rest; the rows after
+// the groups as they were.
 TEST(Rows4Layout, PiecesOfSixteenRowsSideBySide) {
   std::mt19937 rng(6);
-  for (Type t : {Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
+  for (Type t : {Type::Q2_K, Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
     ASSERT_TRUE(has_rows4_layout(t, 16)) << name(t);
     const KernelSet& set = avx512_split_kernels_emulated();
     ASSERT_EQ(set.group_rows[static_cast<uint32_t>(t)], 16) << name(t);
@@ -412,7 +413,7 @@ TEST(Rows4Layout, PiecesOfSixteenRowsSideBySide) {
     for (size_t g = 0; g < 2; ++g) {
       for (size_t b = 0; b < 3; ++b) {
         for (size_t o = 0; o < block;) {
-          const bool f16 = t == Type::Q3_K || t == Type::Q6_K ? o >= block - 2 : o < 4;
+          const bool f16 = t == Type::Q2_K ? o >= block - 4 : t == Type::Q3_K || t == Type::Q6_K ? o >= block - 2 : o < 4;
           const size_t piece = f16 ? 2 : 4;
           for (size_t i = 0; i < 16; ++i) {
             const uint8_t* want = file.data() + (16 * g + i) * row_size + b * block + o;
@@ -430,7 +431,7 @@ TEST(Rows4Layout, PiecesOfSixteenRowsSideBySide) {
 // Which matrices are rearranged: where the kernel set reads the layout, and for the row
 // lengths it takes in it: Q8_0, IQ4_XS and the K formats only rows shorter than
 // kLongRowCols (their file layout is faster for long rows); on split 512-bit units (the
-// set `avx512`, Zen 4) also Q4_0, while Q2_K's rows and Q4_K's, Q5_K's and Q6_K's (in
+// set `avx512`, Zen 4) also Q4_0, while Q2_K's, Q4_K's, Q5_K's and Q6_K's rows (in
 // sixteen-row groups) of any length are rearranged there; Q3_K's of any length in both sets.
 TEST(Rows4Layout, UsedWhereTheKernelsReadItForTheRowLengthsTheSetTakes) {
   const bool avx512 = dot_kernel_rows4(active_kernels(), Type::Q4_0) != nullptr;
@@ -453,9 +454,13 @@ TEST(Rows4Layout, UsedWhereTheKernelsReadItForTheRowLengthsTheSetTakes) {
       EXPECT_EQ(active_kernels().group_rows[static_cast<uint32_t>(t)], full_width ? 4 : 16) << name(t);
     }
   }
-  // Q2_K's and IQ4_XS's four-row kernels take one column in both AVX-512 sets.
+  // Q2_K and IQ4_XS take one column in their layout's kernels in both AVX-512 sets; Q2_K's
+  // rows of any length in sixteen-row groups with split units.
   for (Type t : {Type::Q2_K, Type::IQ4_XS}) EXPECT_EQ(use_rows4_layout(t, 768), avx512) << name(t);
   EXPECT_EQ(use_rows4_layout(Type::Q2_K, kLongRowCols), avx512 && !full_width);
+  if (use_rows4_layout(Type::Q2_K, 768)) {
+    EXPECT_EQ(active_kernels().group_rows[static_cast<uint32_t>(Type::Q2_K)], full_width ? 4 : 16);
+  }
   EXPECT_FALSE(use_rows4_layout(Type::IQ4_XS, kLongRowCols));
   // Q3_K: in sixteen-row groups for every row in both AVX-512 sets.
   for (int64_t cols : {768, 4096}) EXPECT_EQ(use_rows4_layout(Type::Q3_K, cols), avx512) << cols;
