@@ -106,12 +106,6 @@ inline V512i scale_index(int k) {
   return load512(index);
 }
 
-// The K formats' columns: a[c] their activation blocks, acc[c] their sums, zeroed.
-template <int C>
-inline void start_columns(const void* act, size_t stride, const BlockQ8_K* (&a)[C], V512 (&acc)[C]) {
-  for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8_K>(act, stride, c), acc[c] = simde_mm512_setzero_ps();
-}
-
 // ---- Four rows per register, one per 128-bit lane ----
 // A lane's 16 bytes are 16 consecutive codes of its row, so that one vpdpbusd takes 16
 // codes of each of four rows against the same 16 activations, broadcast to every lane.
@@ -1284,6 +1278,20 @@ struct DotQ6KRows4 {
   }
 };
 
+// The offset of codes stored +2^kShift (Q3_K 4, Q6_K 32) taken off each column's total of
+// a block of sixteen rows: total[c] -= 2^kShift x sum_k(scale_k x bsums_k), one vpdpwssd per
+// two sub-blocks, (-2^kShift x scale_2i, -2^kShift x scale_2i+1) 16-bit pairs against
+// (bsums 2i, 2i + 1). scale[k]: sub-block k's signed scale of each row, in 32 bits.
+template <int kShift, int C>
+inline void take_off_code_offset(V512i (&total)[C], const V512i (&scale)[16], const BlockQ8_K* const (&a)[C], int64_t b) {
+  const V512i low16 = simde_mm512_set1_epi32(0xFFFF);
+  auto offset = [&](int k) { return simde_mm512_sub_epi32(simde_mm512_setzero_si512(), simde_mm512_slli_epi32(scale[k], kShift)); };
+  for (int i = 0; i < 8; ++i) {
+    const V512i pair = simde_mm512_or_si512(simde_mm512_and_si512(offset(2 * i), low16), simde_mm512_slli_epi32(offset(2 * i + 1), 16));
+    for (int c = 0; c < C; ++c) total[c] = dot_pairs(total[c], pair, a[c][b].bsums + 2 * i);
+  }
+}
+
 // Q6_K with sixteen rows per register, one per 32-bit lane, the bits of DotQ6KRows4 (and of
 // the AVX2 kernel): per 16-byte piece l0..l0+15 of ql[64h..] (A), ql[64h + 32..] (B) and
 // qh[32h..] (H), dword t holds elements l0 + 4t..+3 of the four 16-element sub-blocks
@@ -1295,14 +1303,14 @@ struct DotQ6KRows4 {
 // kernel, multiplied as it does, fma(d x a.d, total, acc).
 struct DotQ6KRows16 {
   using Block = BlockQ6_K;
-  static constexpr size_t kOneColumnPrefetchStep = 64;
+  static constexpr size_t kOneColumnPrefetchStep = 64;  // see PackedRows16
 
   template <int C, typename Sixteen>
   static void group(int64_t n, const Sixteen& x, size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
     V512 acc[C];
     for (int c = 0; c < C; ++c) acc[c] = simde_mm512_setzero_ps();
     const V512i m4 = simde_mm512_set1_epi8(0x0F), m48 = simde_mm512_set1_epi8(0x30), byte0 = simde_mm512_set1_epi32(0xFF);
-    const V512i sign = simde_mm512_set1_epi32(0x80), low16 = simde_mm512_set1_epi32(0xFFFF);
+    const V512i sign = simde_mm512_set1_epi32(0x80);
     for (int64_t b = 0; b < n / 256; ++b) {
       x.prefetch(b, row_bytes);
       V512i packed[4];
@@ -1314,12 +1322,7 @@ struct DotQ6KRows16 {
       }
       V512i total[C];
       for (int c = 0; c < C; ++c) total[c] = simde_mm512_setzero_si512();
-      for (int i = 0; i < 8; ++i) {
-        // (-32 x scale_2i, -32 x scale_2i+1) 16-bit pairs against (bsums 2i, 2i + 1).
-        auto bias = [&](int k) { return simde_mm512_sub_epi32(simde_mm512_setzero_si512(), simde_mm512_slli_epi32(scale[k], 5)); };
-        const V512i pair = simde_mm512_or_si512(simde_mm512_and_si512(bias(2 * i), low16), simde_mm512_slli_epi32(bias(2 * i + 1), 16));
-        for (int c = 0; c < C; ++c) total[c] = dot_pairs(total[c], pair, a[c][b].bsums + 2 * i);
-      }
+      take_off_code_offset<5>(total, scale, a, b);
       for (int h = 0; h < 2; ++h) {
         for (int p = 0; p < 2; ++p) {
           V512i ql_a[4], ql_b[4], qh[4];
@@ -1379,7 +1382,6 @@ struct DotQ3KRows16 {
     for (int c = 0; c < C; ++c) acc[c] = simde_mm512_setzero_ps();
     const V512i m2 = simde_mm512_set1_epi8(3), m4 = simde_mm512_set1_epi8(0x0F), m48 = simde_mm512_set1_epi8(0x30);
     const V512i four = simde_mm512_set1_epi8(4), byte0 = simde_mm512_set1_epi32(0xFF), bias = simde_mm512_set1_epi32(32);
-    const V512i low16 = simde_mm512_set1_epi32(0xFFFF);
     for (int64_t b = 0; b < n / 256; ++b) {
       x.prefetch(b, row_bytes);
       // The 16 bytes that end with the scales (the block's last field but d): dwords 1-3 are
@@ -1400,12 +1402,7 @@ struct DotQ3KRows16 {
       }
       V512i total[C];
       for (int c = 0; c < C; ++c) total[c] = simde_mm512_setzero_si512();
-      for (int i = 0; i < 8; ++i) {
-        // (-4 x scale_2i, -4 x scale_2i+1) 16-bit pairs against (bsums 2i, 2i + 1).
-        auto offset = [&](int k) { return simde_mm512_sub_epi32(simde_mm512_setzero_si512(), simde_mm512_slli_epi32(scale[k], 2)); };
-        const V512i pair = simde_mm512_or_si512(simde_mm512_and_si512(offset(2 * i), low16), simde_mm512_slli_epi32(offset(2 * i + 1), 16));
-        for (int c = 0; c < C; ++c) total[c] = dot_pairs(total[c], pair, a[c][b].bsums + 2 * i);
-      }
+      take_off_code_offset<2>(total, scale, a, b);
       for (int p = 0; p < 2; ++p) {
         V512i high_bits[4];
         x.dwords(b, offsetof(Block, hmask), 32, 16 * p, high_bits);
