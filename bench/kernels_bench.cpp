@@ -18,8 +18,8 @@
 //   and, on a Zen 4, Q4_K, Q5_K and Q6_K). MatmulDram/TYPE/tokens:N: 64 such
 //   matrices (56 MB of Q4_K, past L3), so that the weights come from DRAM as a prompt's
 //   experts do, each row tile once for the N tokens (in groups of up to 8); /rows4 in that layout.
-// - Attend/SET/positions:N: one attention task (core/attend_task.h) of qwen3-30b-a3b's
-//   shape, 8 query heads of 128 dimensions sharing a KV head, against N cached positions,
+// - Attend/SET/positions:N/heads:G: one attention task (core/attend_task.h) of G query
+//   heads of 128 dimensions sharing a KV head (qwen3-30b-a3b: 8), against N cached positions,
 //   on one core, with the AVX2 kernel and (CPUs with AVX-512) the AVX-512 kernel, in
 //   multiply-adds per second (GMAC/s, q.k and the weighted values together).
 // - Rearrange/TYPE: quant::to_rows4_layout on 64 expert-sized matrices (768 x 2048, past
@@ -256,8 +256,9 @@ void BM_Matmul(benchmark::State& state, Type type, bool rows4, int64_t matrices)
 }
 
 void BM_Attend(benchmark::State& state, void (*kernel)(int, const epq::AttendTask&)) {
-  constexpr int kHeads = 8, kDim = 128;
+  constexpr int kDim = 128;
   const int64_t n_pos = state.range(0);
+  const int kHeads = static_cast<int>(state.range(1));
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0, 1);
   std::vector<float> q(kHeads * kDim), out(kHeads * kDim), packed(kHeads * kDim), scores(static_cast<size_t>(n_pos) * kHeads);
@@ -401,10 +402,11 @@ void register_all() {
     benchmark::RegisterBenchmark("VnniBroadcastPeak/groups:1", BM_VnniBroadcastPeak<1>)->Unit(benchmark::kMicrosecond)->UseRealTime();
     benchmark::RegisterBenchmark("VnniBroadcastPeak/groups:2", BM_VnniBroadcastPeak<2>)->Unit(benchmark::kMicrosecond)->UseRealTime();
   }
-  benchmark::RegisterBenchmark("Attend/avx2", BM_Attend, epq::attend_avx2)->ArgName("positions")->Arg(512)->Arg(4096)->UseRealTime();
-  if (epq::quant::avx512_kernels() != nullptr) {
-    benchmark::RegisterBenchmark("Attend/avx512", BM_Attend, epq::attend_avx512)->ArgName("positions")->Arg(512)->Arg(4096)->UseRealTime();
-  }
+  auto attend_shapes = [](benchmark::internal::Benchmark* b) {
+    b->ArgNames({"positions", "heads"})->Args({512, 8})->Args({4096, 8})->Args({512, 4})->Args({512, 2})->UseRealTime();
+  };
+  benchmark::RegisterBenchmark("Attend/avx2", BM_Attend, epq::attend_avx2)->Apply(attend_shapes);
+  if (epq::quant::avx512_kernels() != nullptr) benchmark::RegisterBenchmark("Attend/avx512", BM_Attend, epq::attend_avx512)->Apply(attend_shapes);
   for (Type t : {Type::Q4_K, Type::Q6_K, Type::Q8_0, Type::Q5_K, Type::Q3_K, Type::Q2_K, Type::IQ4_NL, Type::IQ4_XS, Type::Q4_0,
                  Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::MXFP4, Type::BF16}) {
     for (bool rows4 : {false, true}) {

@@ -18,7 +18,7 @@ void Activations::norm_input(ThreadPool& pool, const float* weight, float eps, i
   float* src = x.as<float>();
   float* dst = xn.as<float>();
   pool.run(n_tokens, [&](int64_t t, int) { ops::rms_norm(src + t * E, weight, eps, E, dst + t * E); });
-  input.set(dst, n_tokens, E, static_cast<size_t>(E));
+  input.set(pool, dst, n_tokens, E, static_cast<size_t>(E));
 }
 
 void Activations::clear_output(int64_t n_tokens) { std::fill_n(out.as<float>(), n_tokens * n_embd, 0.0f); }

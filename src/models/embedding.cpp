@@ -27,7 +27,7 @@ void OutputHead::logits(ThreadPool& pool, Activations& act, int64_t first, int64
   const int64_t E = act.n_embd;
   float* xn = act.xn.as<float>();
   for (int64_t t = 0; t < n_tokens; ++t) ops::rms_norm(act.x.as<float>() + (first + t) * E, norm_, eps_, E, xn + t * E);
-  act.input.set(xn, n_tokens, E, static_cast<size_t>(E));
+  act.input.set(pool, xn, n_tokens, E, static_cast<size_t>(E));
   const MatmulJob job[] = {matmul_job(output_, act.input, logits, static_cast<size_t>(output_.rows))};
   run_shared_matmuls(pool, job);
 }

@@ -107,7 +107,7 @@ void GatedDeltaNet::forward(ThreadPool& pool, const DeltaNetWeights& w, int slot
       for (int64_t j = 0; j < S; ++j) o[j] *= z[j] / (1.0f + std::exp(-z[j]));
     }
   });
-  o_input_.set(o_.as<float>(), T, VD, static_cast<size_t>(VD));
+  o_input_.set(pool, o_.as<float>(), T, VD, static_cast<size_t>(VD));
   const MatmulJob out[] = {matmul_job(w.out, o_input_, act.out.as<float>(), static_cast<size_t>(s_.n_embd))};
   run_shared_matmuls(pool, out);
 }

@@ -129,7 +129,7 @@ void GqaAttention::forward(ThreadPool& pool, const GqaWeights& w, int slot, Acti
   attention(pool, shape, q, k_cache, v_cache, rows_, act.positions.data(), T, attn_.as<float>(), scores_.as<float>());
   if (s_.gate != Gate::kNone) apply_gate(pool, w, T);
 
-  attn_input_.set(attn_.as<float>(), T, Q, static_cast<size_t>(Q));
+  attn_input_.set(pool, attn_.as<float>(), T, Q, static_cast<size_t>(Q));
   const MatmulJob out[] = {matmul_job(w.wo, attn_input_, act.out.as<float>(), static_cast<size_t>(s_.n_embd))};
   run_shared_matmuls(pool, out);
 }

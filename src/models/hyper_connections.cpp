@@ -37,7 +37,7 @@ void HyperConnections::begin_sublayer(ThreadPool& pool, const HcWeights& w, Acti
   pool.run(T, [&](int64_t t, int) {
     ops::rms_norm(streams_.as<float>() + t * width, nullptr, s_.rms_eps, width, normed_.as<float>() + t * width);
   });
-  normed_input_.set(normed_.as<float>(), T, width, static_cast<size_t>(width));
+  normed_input_.set(pool, normed_.as<float>(), T, width, static_cast<size_t>(width));
   const MatmulJob job[] = {matmul_job(w.fn, normed_input_, mix_.as<float>(), static_cast<size_t>(M))};
   run_shared_matmuls(pool, job);
   pool.run(T, [&](int64_t t, int) {

@@ -117,7 +117,7 @@ void MlaAttention::forward(ThreadPool& pool, const MlaWeights& w, int slot, Acti
       float* x = q_a_.as<float>() + t * s_.q_lora;
       ops::rms_norm(x, w.q_a_norm, s_.rms_eps, s_.q_lora, x);
     });
-    q_a_input_.set(q_a_.as<float>(), T, s_.q_lora, static_cast<size_t>(s_.q_lora));
+    q_a_input_.set(pool, q_a_.as<float>(), T, s_.q_lora, static_cast<size_t>(s_.q_lora));
     const MatmulJob b[] = {matmul_job(w.q_b, q_a_input_, q, static_cast<size_t>(H * QH))};
     run_shared_matmuls(pool, b);
   } else {
@@ -140,16 +140,16 @@ void MlaAttention::forward(ThreadPool& pool, const MlaWeights& w, int slot, Acti
     }
   });
   // Absorbed query: Q[h][0, L) = k_b[h] q_nope[h].
-  nope_input_.set(q, T * H, s_.nope, static_cast<size_t>(QH));
+  nope_input_.set(pool, q, T * H, s_.nope, static_cast<size_t>(QH));
   run_shared_matmuls(pool, per_head_jobs(jobs_, w.k_b, nope_input_, T, query, static_cast<size_t>(CR), static_cast<size_t>(H * CR)));
 
   const AttentionShape shape{s_.n_head, 1, s_.cache_row(), s_.kq_scale, 0, s_.kv_lora, s_.cache_row()};
   attention(pool, shape, query, cache, cache, n_ctx_, act.positions.data(), T, o_.as<float>(), scores_.as<float>());
 
   // u[h] = v_b[h] o[h], then the output projection over all heads.
-  o_input_.set(o_.as<float>(), T * H, L, static_cast<size_t>(L));
+  o_input_.set(pool, o_.as<float>(), T * H, L, static_cast<size_t>(L));
   run_shared_matmuls(pool, per_head_jobs(jobs_, w.v_b, o_input_, T, u_.as<float>(), static_cast<size_t>(s_.v_dim), static_cast<size_t>(H * s_.v_dim)));
-  u_input_.set(u_.as<float>(), T, H * s_.v_dim, static_cast<size_t>(H * s_.v_dim));
+  u_input_.set(pool, u_.as<float>(), T, H * s_.v_dim, static_cast<size_t>(H * s_.v_dim));
   const MatmulJob out[] = {matmul_job(w.wo, u_input_, act.out.as<float>(), static_cast<size_t>(s_.n_embd))};
   run_shared_matmuls(pool, out);
 }

@@ -30,7 +30,7 @@ void SwigluFfn::forward(ThreadPool& pool, const FfnWeights& w, Activations& act,
                                matmul_job(w.up, act.input, up_out_.as<float>(), static_cast<size_t>(F))};
   run_shared_matmuls(pool, gate_up);
   pool.run(T, [&](int64_t t, int) { ops::swiglu(g + t * F, up_out_.as<float>() + t * F, F, g + t * F); });
-  hidden_.set(g, T, F, static_cast<size_t>(F));
+  hidden_.set(pool, g, T, F, static_cast<size_t>(F));
   const MatmulJob down[] = {matmul_job(w.down, hidden_, down_out_.as<float>(), static_cast<size_t>(E))};
   run_shared_matmuls(pool, down);
   pool.run(T, [&](int64_t t, int) {

@@ -232,7 +232,7 @@ std::vector<float> product(ThreadPool& pool, const Matrix& w, int m, int64_t tok
   std::vector<float> x(static_cast<size_t>(tokens) * 256);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((static_cast<int>(i) * 29 + m * 11 + static_cast<int>(w.rows)) % 23 - 11) / 7.0f;
   QuantizedInput input(tokens, 256);
-  input.set(x.data(), tokens, 256, 256);
+  input.set(pool, x.data(), tokens, 256, 256);
   std::vector<float> out(static_cast<size_t>(tokens * w.rows));
   const MatmulJob job[] = {matmul_job(w, input, out.data(), static_cast<size_t>(w.rows))};
   if (shared) {
