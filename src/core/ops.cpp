@@ -23,10 +23,15 @@ void rms_norm(const float* x, const float* weight, float eps, int64_t n, float* 
   double sum = hsum(_mm256_add_pd(low, high));
   for (; i < n; ++i) sum += double{x[i]} * x[i];
   const float scale = 1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(n)) + eps);
+  // (x * scale) * weight, eight at a time, then one by one: the same two roundings either way.
+  const __m256 scale8 = _mm256_set1_ps(scale);
+  i = 0;
   if (weight == nullptr) {
-    for (i = 0; i < n; ++i) out[i] = x[i] * scale;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), scale8));
+    for (; i < n; ++i) out[i] = x[i] * scale;
   } else {
-    for (i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), scale8), _mm256_loadu_ps(weight + i)));
+    for (; i < n; ++i) out[i] = x[i] * scale * weight[i];
   }
 }
 

@@ -35,6 +35,24 @@ TEST(RmsNorm, MatchesDoubleMathForEveryLengthAndInPlace) {
   }
 }
 
+// The scaling step bit for bit: with x[0] = 1 the first output is the float scale itself,
+// and every output must be (x * scale) * weight in float, as the scalar tail computes it.
+TEST(RmsNorm, ScalesEveryElementAsTheScalarFormula) {
+  for (int64_t n : {1, 7, 8, 9, 128, 2051}) {
+    std::vector<float> x = normal_values(n, 3, 3);
+    const std::vector<float> weight = normal_values(n, 1, 4);
+    x[0] = 1.0f;
+    std::vector<float> plain(x.size()), weighted(x.size());
+    ops::rms_norm(x.data(), nullptr, 1e-6f, n, plain.data());
+    ops::rms_norm(x.data(), weight.data(), 1e-6f, n, weighted.data());
+    const float scale = plain[0];
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_EQ(plain[i], x[i] * scale) << "n = " << n << ", i = " << i;
+      ASSERT_EQ(weighted[i], x[i] * scale * weight[i]) << "n = " << n << ", i = " << i;
+    }
+  }
+}
+
 TEST(Swiglu, MatchesDoubleMathForEveryLengthAndInPlace) {
   for (int64_t n : {1, 5, 8, 13, 768}) {
     std::vector<float> gate = normal_values(n, 4, 3);
