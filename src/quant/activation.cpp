@@ -55,8 +55,9 @@ float absmax_avx2(const float* x, int n) {
   return _mm_cvtss_f32(h);
 }
 
-// Quantizes 32 floats to int8 with inverse scale id; returns the sum of the codes.
-int quantize32_avx2(const float* x, float id, int8_t* q) {
+// Quantizes 32 floats to int8 with inverse scale id; the sums of codes 0-15 and 16-31
+// to sums[0] and sums[1].
+void quantize32_avx2(const float* x, float id, int8_t* q, int* sums) {
   const __m256 mul = _mm256_set1_ps(id);
   __m256i i[4];
   for (int k = 0; k < 4; ++k) {
@@ -68,20 +69,21 @@ int quantize32_avx2(const float* x, float id, int8_t* q) {
   __m256i p8 = _mm256_packs_epi16(p16a, p16b);
   p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), p8);
-  __m256i s = _mm256_add_epi32(_mm256_add_epi32(i[0], i[1]), _mm256_add_epi32(i[2], i[3]));
-  __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-  h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
-  h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
-  return _mm_cvtsi128_si32(h);
+  // Codes 0-15 are in i[0], i[1] and 16-31 in i[2], i[3]: two hadds leave the first half's
+  // sum in lanes 0 and 4 (four codes each), the second's in lanes 1 and 5.
+  __m256i h = _mm256_hadd_epi32(_mm256_add_epi32(i[0], i[1]), _mm256_add_epi32(i[2], i[3]));
+  h = _mm256_hadd_epi32(h, h);
+  const __m128i halves = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+  sums[0] = _mm_cvtsi128_si32(halves);
+  sums[1] = _mm_extract_epi32(halves, 1);
 }
 
-int quantize_scalar(const float* x, float id, int8_t* q, int n) {
-  int sum = 0;
-  for (int i = 0; i < n; ++i) {
+void quantize32_scalar(const float* x, float id, int8_t* q, int* sums) {
+  sums[0] = sums[1] = 0;
+  for (int i = 0; i < 32; ++i) {
     q[i] = static_cast<int8_t>(std::nearbyint(x[i] * id));
-    sum += q[i];
+    sums[i / 16] += q[i];
   }
-  return sum;
 }
 
 float absmax_scalar(const float* x, int n) {
@@ -93,7 +95,7 @@ float absmax_scalar(const float* x, int n) {
 template <bool kSimd>
 void quantize(ActFormat f, const float* x, void* out, int64_t n) {
   auto absmax = [](const float* v, int k) { return kSimd ? absmax_avx2(v, k) : absmax_scalar(v, k); };
-  auto codes = [](const float* v, float id, int8_t* q) { return kSimd ? quantize32_avx2(v, id, q) : quantize_scalar(v, id, q, 32); };
+  auto codes = [](const float* v, float id, int8_t* q, int* sums) { kSimd ? quantize32_avx2(v, id, q, sums) : quantize32_scalar(v, id, q, sums); };
   switch (f) {
     case ActFormat::kF32:
       std::memcpy(out, x, static_cast<size_t>(n) * sizeof(float));
@@ -115,7 +117,9 @@ void quantize(ActFormat f, const float* x, void* out, int64_t n) {
         BlockQ8x32& blk = static_cast<BlockQ8x32*>(out)[b];
         float id;
         block_scale(absmax(x + 32 * b, 32), &blk.d, &id);
-        blk.s = blk.d * static_cast<float>(codes(x + 32 * b, id, blk.qs));
+        int sums[2];
+        codes(x + 32 * b, id, blk.qs, sums);
+        blk.s = blk.d * static_cast<float>(sums[0] + sums[1]);
       }
       return;
     case ActFormat::kQ8K:
@@ -124,12 +128,10 @@ void quantize(ActFormat f, const float* x, void* out, int64_t n) {
         float id;
         block_scale(absmax(x + 256 * b, 256), &blk.d, &id);
         for (int k = 0; k < 8; ++k) {
-          const float* v = x + 256 * b + 32 * k;
-          codes(v, id, blk.qs + 32 * k);
-          int s0 = 0, s1 = 0;
-          for (int j = 0; j < 16; ++j) s0 += blk.qs[32 * k + j], s1 += blk.qs[32 * k + 16 + j];
-          blk.bsums[2 * k] = static_cast<int16_t>(s0);
-          blk.bsums[2 * k + 1] = static_cast<int16_t>(s1);
+          int sums[2];
+          codes(x + 256 * b + 32 * k, id, blk.qs + 32 * k, sums);
+          blk.bsums[2 * k] = static_cast<int16_t>(sums[0]);
+          blk.bsums[2 * k + 1] = static_cast<int16_t>(sums[1]);
         }
       }
       return;
