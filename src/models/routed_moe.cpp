@@ -76,13 +76,28 @@ void RoutedMoe::forward(ThreadPool& pool, const MoeWeights& w, const ExpertLayou
                                    stale_gate ? matmul_job(w.next_router, act.input, next_logits_.as<float>(), static_cast<size_t>(NE)) : MatmulJob{}};
   run_shared_matmuls(pool, std::span(router_jobs, stale_gate ? 2 : 1));
 
+  // Every token's route, on the pool in chunks of kRouteTokens, each chunk on a copy of the
+  // router (whose scratch is then its own); one token at a time they held up a prompt's
+  // other thread (docs/PERFORMANCE.md, stop 58). Then the source hears them in token order.
+  constexpr int64_t kRouteTokens = 32;
+  std::vector<int> chosen(static_cast<size_t>(T * K));
+  std::vector<float> chosen_weights(chosen.size());
+  pool.run((T + kRouteTokens - 1) / kRouteTokens, [&](int64_t chunk, int) {
+    Router router = router_;
+    Route r;
+    for (int64_t t = chunk * kRouteTokens; t < std::min(T, (chunk + 1) * kRouteTokens); ++t) {
+      router.route(logits_.as<float>() + t * NE, w.bias, r);
+      std::copy(r.experts.begin(), r.experts.end(), chosen.begin() + t * K);
+      std::copy(r.weights.begin(), r.weights.end(), chosen_weights.begin() + t * K);
+    }
+  });
   std::vector<Assignment> assignments;
-  Route route;
   for (int64_t t = 0; t < T; ++t) {
-    router_.route(logits_.as<float>() + t * NE, w.bias, route);
-    experts.routed(layer, route.experts, route.weights);
+    const std::span<int> token_experts(chosen.data() + t * K, static_cast<size_t>(K));
+    const std::span<float> token_weights(chosen_weights.data() + t * K, static_cast<size_t>(K));
+    experts.routed(layer, token_experts, token_weights);
     for (int64_t j = 0; j < K; ++j) {
-      assignments.push_back({static_cast<int>(t), static_cast<int>(j), route.experts[static_cast<size_t>(j)], route.weights[static_cast<size_t>(j)]});
+      assignments.push_back({static_cast<int>(t), static_cast<int>(j), token_experts[static_cast<size_t>(j)], token_weights[static_cast<size_t>(j)]});
     }
   }
   // Group by expert (ascending id, then token): expert u's rows are [begin[u], begin[u+1]).
@@ -97,6 +112,7 @@ void RoutedMoe::forward(ThreadPool& pool, const MoeWeights& w, const ExpertLayou
   begin.push_back(static_cast<int>(assignments.size()));
   if (stale_gate) {
     std::vector<int> predicted;
+    Route route;
     for (int64_t t = 0; t < T; ++t) {
       router_.route(next_logits_.as<float>() + t * NE, w.next_bias, route);
       for (int e : route.experts) {
