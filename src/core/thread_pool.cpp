@@ -143,6 +143,10 @@ void ThreadPool::run(int64_t n_tasks, const Task& task) {
   }
 }
 
+void ThreadPool::run_chunks(int64_t n, int64_t chunk, const std::function<void(int64_t begin, int64_t end, int thread)>& fn) {
+  run((n + chunk - 1) / chunk, [&](int64_t piece, int thread) { fn(piece * chunk, std::min(n, (piece + 1) * chunk), thread); });
+}
+
 int physical_core_count() {
   std::set<std::string> cores;
   for (unsigned cpu = 0;; ++cpu) {

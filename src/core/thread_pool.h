@@ -34,6 +34,9 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
   void run(int64_t n_tasks, const Task& task);
+  // run() over [0, n) in pieces of up to `chunk` items: fn(begin, end, thread) for each.
+  // One piece (n <= chunk) runs on the calling thread, as run() does one task.
+  void run_chunks(int64_t n, int64_t chunk, const std::function<void(int64_t begin, int64_t end, int thread)>& fn);
 
   // Stack size of each worker thread; the memory ledger counts it.
   static constexpr size_t kWorkerStackBytes = 1 << 20;

@@ -55,7 +55,7 @@ MoeWeights bind_moe(const WeightBinder& w, int layer, const MoeShape& s, bool ha
 }
 
 RoutedMoe::RoutedMoe(StateAllocator& alloc, const MoeShape& shape, int max_tokens)
-    : s_(shape), router_(shape.router, shape.n_expert, shape.n_expert_used) {
+    : s_(shape), routers_(1, Router(shape.router, shape.n_expert, shape.n_expert_used)) {
   const size_t f = sizeof(float), T = static_cast<size_t>(max_tokens);
   const size_t assign = T * static_cast<size_t>(s_.n_expert_used);
   logits_ = alloc.take(T * static_cast<size_t>(s_.n_expert) * f);
@@ -76,17 +76,16 @@ void RoutedMoe::forward(ThreadPool& pool, const MoeWeights& w, const ExpertLayou
                                    stale_gate ? matmul_job(w.next_router, act.input, next_logits_.as<float>(), static_cast<size_t>(NE)) : MatmulJob{}};
   run_shared_matmuls(pool, std::span(router_jobs, stale_gate ? 2 : 1));
 
-  // Every token's route, on the pool in chunks of kRouteTokens, each chunk on a copy of the
-  // router (whose scratch is then its own); one token at a time they held up a prompt's
-  // other thread (docs/PERFORMANCE.md, stop 58). Then the source hears them in token order.
-  constexpr int64_t kRouteTokens = 32;
+  // Every token's route, on the pool in chunks of 32 tokens, each thread on its own router;
+  // one token at a time they held up a prompt's other thread (docs/PERFORMANCE.md, stop 58).
+  // Then the source hears them in token order.
+  if (routers_.size() < static_cast<size_t>(pool.size())) routers_.resize(static_cast<size_t>(pool.size()), routers_[0]);
   std::vector<int> chosen(static_cast<size_t>(T * K));
   std::vector<float> chosen_weights(chosen.size());
-  pool.run((T + kRouteTokens - 1) / kRouteTokens, [&](int64_t chunk, int) {
-    Router router = router_;
+  pool.run_chunks(T, 32, [&](int64_t first, int64_t end, int thread) {
     Route r;
-    for (int64_t t = chunk * kRouteTokens; t < std::min(T, (chunk + 1) * kRouteTokens); ++t) {
-      router.route(logits_.as<float>() + t * NE, w.bias, r);
+    for (int64_t t = first; t < end; ++t) {
+      routers_[static_cast<size_t>(thread)].route(logits_.as<float>() + t * NE, w.bias, r);
       std::copy(r.experts.begin(), r.experts.end(), chosen.begin() + t * K);
       std::copy(r.weights.begin(), r.weights.end(), chosen_weights.begin() + t * K);
     }
@@ -114,7 +113,7 @@ void RoutedMoe::forward(ThreadPool& pool, const MoeWeights& w, const ExpertLayou
     std::vector<int> predicted;
     Route route;
     for (int64_t t = 0; t < T; ++t) {
-      router_.route(next_logits_.as<float>() + t * NE, w.next_bias, route);
+      routers_[0].route(next_logits_.as<float>() + t * NE, w.next_bias, route);
       for (int e : route.experts) {
         if (std::find(predicted.begin(), predicted.end(), e) == predicted.end()) predicted.push_back(e);
       }
@@ -130,14 +129,11 @@ void RoutedMoe::forward(ThreadPool& pool, const MoeWeights& w, const ExpertLayou
   // gate and up read the same activation format (the usual case), else once for each.
   const bool shared_input = fmt[1] == fmt[0];
   uint8_t* gathered[2] = {gathered_gate_.data(), shared_input ? gathered_gate_.data() : gathered_up_.data()};
-  // In chunks of kGatherRows rows on every thread: a 691-token prompt gathers ~5,500 rows
-  // (12 MB) a layer.
-  constexpr int64_t kGatherRows = 64;
-  const auto n_assigned = static_cast<int64_t>(assignments.size());
+  // In chunks of 64 rows on every thread: a 691-token prompt gathers ~5,500 rows (12 MB) a layer.
   for (int g = 0; g < (shared_input ? 1 : 2); ++g) {
     const uint8_t* src = act.input.data(fmt[g]);
-    pool.run((n_assigned + kGatherRows - 1) / kGatherRows, [&](int64_t chunk, int) {
-      for (int64_t a = chunk * kGatherRows; a < std::min(n_assigned, (chunk + 1) * kGatherRows); ++a) {
+    pool.run_chunks(static_cast<int64_t>(assignments.size()), 64, [&](int64_t first, int64_t end, int) {
+      for (int64_t a = first; a < end; ++a) {
         const auto& row = assignments[static_cast<size_t>(a)];
         std::copy_n(src + static_cast<size_t>(row.token) * in_stride[g], in_stride[g], gathered[g] + static_cast<size_t>(a) * in_stride[g]);
       }

@@ -53,7 +53,7 @@ class RoutedMoe {
 
  private:
   MoeShape s_;
-  Router router_;
+  std::vector<Router> routers_;  // one per thread of the pool (grown on first use): their scratch is their own
   Buffer logits_;                                  // [T][n_expert]
   Buffer next_logits_;                             // [T][n_expert]: the stale gate's
   Buffer gate_out_, up_out_;                       // [T * k][n_ff]: one row per (token, expert) assignment

@@ -36,6 +36,20 @@ TEST(ThreadPool, RunsEveryTaskOnceForAnyCountOfTasksAndThreads) {
 // Runs that follow each other faster than the workers wake (four threads on this
 // machine's cores): a worker still waking from one run finds it done and takes part in a
 // later one. Each task must run once, with the functor of its own run.
+TEST(ThreadPool, RunChunksCoversEveryItemOnceInPiecesOfAtMostTheChunk) {
+  ThreadPool pool(2);
+  for (int64_t n : {0, 1, 31, 32, 33, 1000}) {
+    std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+    std::atomic<bool> too_long{false};
+    pool.run_chunks(n, 32, [&](int64_t begin, int64_t end, int) {
+      if (end - begin > 32 || end <= begin) too_long = true;
+      for (int64_t i = begin; i < end; ++i) seen[static_cast<size_t>(i)]++;
+    });
+    EXPECT_FALSE(too_long) << "n = " << n;
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(seen[static_cast<size_t>(i)].load(), 1) << "n = " << n << ", item " << i;
+  }
+}
+
 TEST(ThreadPool, AWorkerThatWakesLateTakesPartOnlyInTheRunStillGoing) {
   ThreadPool pool(4);
   constexpr int kRuns = 200000;
