@@ -422,11 +422,13 @@ void register_all() {
           ->UseRealTime();
     }
   }
-  benchmark::RegisterBenchmark("MatvecExperts/Q4_K/rows4", BM_MatvecExperts, Type::Q4_K, true)
-      ->ArgName("threads")
-      ->Arg(2)
-      ->Iterations(20)
-      ->UseManualTime();
+  for (bool rows4 : {false, true}) {
+    benchmark::RegisterBenchmark(rows4 ? "MatvecExperts/Q4_K/rows4" : "MatvecExperts/Q4_K", BM_MatvecExperts, Type::Q4_K, rows4)
+        ->ArgName("threads")
+        ->Arg(2)
+        ->Iterations(20)
+        ->UseManualTime();
+  }
   for (Type t : {Type::Q4_K, Type::Q5_K, Type::Q6_K, Type::Q8_0}) {
     for (bool rows4 : {false, true}) {
       if (rows4 && epq::quant::dot_kernel_rows4(epq::quant::active_kernels(), t) == nullptr) continue;

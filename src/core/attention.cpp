@@ -42,10 +42,10 @@ size_t thread_scratch_floats(const AttentionShape& s, int64_t cache_rows) {
 
 using AttendGroup = void (*)(int G, const AttendTask& task);
 
-// The AVX-512 kernel where the active dot kernels are the AVX-512 set (so EPQ_KERNELS=avx2
+// The AVX-512 kernel where the active dot kernels are an AVX-512 set (so EPQ_KERNELS=avx2
 // takes AVX2 here too), for whole pairs of heads and 16-dimension value vectors.
 AttendGroup choose_kernel(int slice, int Dv) {
-  const bool avx512 = quant::avx512_kernels() != nullptr && &quant::active_kernels() == quant::avx512_kernels();
+  const bool avx512 = quant::is_avx512(quant::active_kernels());
   return avx512 && slice % 2 == 0 && Dv % 16 == 0 ? attend_avx512 : attend_avx2;
 }
 

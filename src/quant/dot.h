@@ -2,7 +2,8 @@
 // Dot-product kernels: a run of weight rows against up to kMaxCols activation vectors,
 // each in the activation format of the weight type (see activation.h). A kernel set holds one
 // kernel per supported type for one instruction set; the active set is chosen once,
-// at first use, from the CPU's features (or EPQ_KERNELS=scalar|avx2|avx512).
+// at first use, from the CPU's features (or EPQ_KERNELS, a set's name: scalar, avx2,
+// avx512, avx512-rows4 or avx512-rows16).
 #include <cstddef>
 #include <cstdint>
 
@@ -36,18 +37,27 @@ struct KernelSet {
 
 const KernelSet& scalar_kernels();            // the oracle: dequantize and sum in double
 const KernelSet* avx2_kernels();              // null if the CPU lacks AVX2/FMA/F16C
-const KernelSet* avx512_kernels();            // null if the CPU lacks AVX-512 (F, BW, VL, DQ, VNNI)
+const KernelSet* avx512_kernels();            // this CPU's AVX-512 set; null if it lacks AVX-512 (F, BW, VL, DQ, VNNI)
 const KernelSet& active_kernels();
+// Whether `set` is one of the AVX-512 sets (so the CPU has AVX-512).
+bool is_avx512(const KernelSet& set);
 
-// The AVX-512 set without the CPU check: its code must not run on a CPU without AVX-512
-// (avx512_kernels checks first).
-const KernelSet& avx512_kernels_unchecked();
-// The same AVX-512 kernels built on SIMDe's emulation of the instructions, which any
-// AVX2 CPU can run. Linked into the unit tests only (tests/CMakeLists.txt).
-const KernelSet& avx512_kernels_emulated();
-// The same for the set of CPUs with split 512-bit units (Zen 4), which reads Q4_K and Q5_K
-// in the sixteen-row layout.
-const KernelSet& avx512_split_kernels_emulated();
+// The AVX-512 sets. Their kernels give the same bits; they differ in the layouts, kernels
+// and prefetching decode takes, chosen by measurement on each kind of CPU
+// (dot_avx512.cpp, make_avx512):
+// - kSplitUnits, `avx512`: 512-bit units split in two 256-bit halves (AMD Zen 4); the K
+//   formats in sixteen-row groups;
+// - kFullWidthRows4, `avx512-rows4`: full-width units, the K formats in four-row groups
+//   (AMD Zen 5);
+// - kFullWidthRows16, `avx512-rows16`: full-width units, the K formats in sixteen-row
+//   groups (Intel).
+enum class Avx512Set { kSplitUnits, kFullWidthRows4, kFullWidthRows16 };
+// Without the CPU check: their code must not run on a CPU without AVX-512 (avx512_kernels
+// checks first).
+const KernelSet& avx512_kernels_unchecked(Avx512Set which);
+// The same sets built on SIMDe's emulation of the instructions, which any AVX2 CPU can
+// run. Linked into the unit tests only (tests/CMakeLists.txt).
+const KernelSet& avx512_kernels_emulated(Avx512Set which);
 
 inline DotKernel dot_kernel(const KernelSet& set, Type t) { return set.dot[static_cast<uint32_t>(t)]; }
 inline DotKernel dot_kernel_rows4(const KernelSet& set, Type t) { return set.dot_rows4[static_cast<uint32_t>(t)]; }

@@ -1,9 +1,9 @@
 // AVX-512 dot kernels (F, BW, VL, DQ and VNNI) for the K formats Q2_K, Q3_K, Q4_K, Q5_K
 // and Q6_K and IQ4_XS, the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4)
-// and the float formats (F32, F16, BF16). The set takes the AVX2 kernels for Q8_K, and, on
-// CPUs other than AMD's Zen 5 and later, for Q6_K with one column: there the AVX2 kernel
-// streamed from memory faster than four rows at a time (measured on a Zen 4), and the
-// four-row kernel gives its bits.
+// and the float formats (F32, F16, BF16), in three sets (dot.h, Avx512Set). Every set takes
+// the AVX2 kernel for Q8_K; Zen 4's also for Q6_K with one column in the file layout, where
+// it streamed from memory faster than four rows at a time (the four-row kernel gives its
+// bits).
 //
 // Q2_K, Q4_K, Q5_K and Q6_K take four rows per register, one per 128-bit lane, into
 // vpdpbusd, and prompts sixteen rows per register, one per 32-bit lane (DotQ2KRows16,
@@ -11,10 +11,10 @@
 // of their own (exact integers per row and block, then one float expression). The
 // 32-element formats (Dot32Rows4) take four rows per register too, with bits of their own,
 // the same for any rows and columns. Both read the file layout or the four-row layout
-// (quant/rows4_layout.h; Q4_K-Q6_K only in Zen 5's set). In the set for split 512-bit units
-// (Zen 4), Q2_K, Q4_K, Q5_K and Q6_K weights in RAM are in the sixteen-row layout, which the
+// (quant/rows4_layout.h; Q4_K-Q6_K only in Zen 5's set). In the other two sets (Zen 4's and
+// Intel's), Q2_K, Q4_K, Q5_K and Q6_K weights in RAM are in the sixteen-row layout, which the
 // sixteen-row kernels read without transposes, for every column count, decode included;
-// Q3_K's are in both sets (DotQ3KRows16), and its file layout takes one row at a time for
+// Q3_K's are in every set (DotQ3KRows16), and its file layout takes one row at a time for
 // one column (DotQ3KRow: vpmaddubsw, then vpdpwssd with the sub-block scales), with the
 // same bits. IQ4_XS takes four rows per register, from either layout, with bits of its own.
 //
@@ -33,7 +33,6 @@
 
 #include "quant/activation.h"
 #include "quant/blocks.h"
-#include "quant/cpu_features.h"
 #include "quant/dot.h"
 #include "quant/float_bits.h"
 #include "quant/kernel_common.h"
@@ -1010,8 +1009,10 @@ struct Rows16 {
 // as well. On a Zen 4, Q4_K from DRAM (bench Matvec and MatmulDram, .../rows4): one column
 // streamed 24-28 GB/s a core with one line in 256 bytes, 17-21 with every line; 6-16
 // columns ran 123-138 GMAC/s with every line, 100-117 with one in 256 (docs/PERFORMANCE.md,
-// stop 53). Each kernel names its step for one column (kOneColumnPrefetchStep): Q4_K's and
-// Q5_K's 256, Q3_K's 64.
+// stop 53). On an Intel Xeon (Emerald Rapids) one column streamed 0.81-0.84 of the read
+// probe with one line in 256 bytes, 0.95-1.00 with every line (stop 59). Each kernel names
+// its step for one column (kOneColumnPrefetchStep): Q4_K's and Q5_K's a parameter, the
+// others' 64.
 template <typename Block, size_t kPrefetchStep>
 struct PackedRows16 {
   static constexpr bool kTransposed = false;  // each dwords() is four loads
@@ -1036,10 +1037,10 @@ struct PackedRows16 {
 // After 32 elements vpmulld multiplies each part by its sub-block's scale, into sum
 // (|part| <= 32 x 31 x 128 needs more than 16 bits). min_sum takes one vpdpwssd per two
 // sub-blocks.
-template <bool kFive>
+template <bool kFive, size_t kOneColumnStep>
 struct DotQ45KRows16 {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
-  static constexpr size_t kOneColumnPrefetchStep = 256;  // see PackedRows16
+  static constexpr size_t kOneColumnPrefetchStep = kOneColumnStep;  // see PackedRows16
 
   template <int C, typename Sixteen>
   static void group(int64_t n, const Sixteen& x, size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride) {
@@ -1191,9 +1192,10 @@ struct SixteenRowsThen {
 // Q4_K and Q5_K: from 4 (Q5_K: 7) columns (in the sixteen-row layout, any), sixteen rows
 // at a time, then four (DotQ45KRows4) for the rest; fewer columns, four at a time. On a Zen 4 with rows in cache, sixteen rows ran Q4_K 1.1-1.4x faster than four
 // from 4 columns on; Q5_K, whose fifth bits cost a second transpose, only from 7
-// (docs/PERFORMANCE.md, stop 52).
-template <bool kFive, Layout L = Layout::kFile>
-using DotQ45K = SixteenRowsThen<DotQ45KRows16<kFive>, DotQ45KRows4<kFive, L == Layout::kRows4>, kFive ? 7 : 4, L>;
+// (docs/PERFORMANCE.md, stop 52). kOneColumnStep: PackedRows16's prefetch step for one
+// column in the sixteen-row layout.
+template <bool kFive, Layout L = Layout::kFile, size_t kOneColumnStep = 64>
+using DotQ45K = SixteenRowsThen<DotQ45KRows16<kFive, kOneColumnStep>, DotQ45KRows4<kFive, L == Layout::kRows4>, kFive ? 7 : 4, L>;
 
 // Q6_K with four rows per register: each 128-bit lane holds one 16-element sub-block of
 // its row, so one vpdpbusd takes a sub-block of each of four rows (codes 0-63, stored +32)
@@ -1497,9 +1499,11 @@ using DotQ2K = SixteenRowsThen<DotQ2KRows16, DotQ2KRows4<L == Layout::kRows4>, 2
 template <Layout L = Layout::kFile>
 using DotQ3K = SixteenRowsThen<DotQ3KRows16, DotQ3KRow, 2, L>;
 
-// kFullWidth: a CPU whose 512-bit units are full width (Zen 5), not split in two 256-bit
-// halves (Zen 4). The kernels and their bits are the same in both sets; what differs is
-// which of them decode takes. Matvec, 2 threads, share of the read probe in the same passes:
+// The three sets (dot.h, Avx512Set): full-width 512-bit units (Zen 5, Intel) or units split
+// in two 256-bit halves (Zen 4); the K formats in four-row groups (Zen 5) or sixteen-row ones.
+// The kernels and their bits are the same in every set; what differs is which of them decode
+// takes, the layouts, and one prefetch step. Matvec, 2 threads, share of the read probe in
+// the same passes:
 // - Q4_K and Q5_K take four rows per register for one column (decode) too. On a Zen 5 that
 //   gives Q4_K 0.81-0.85 against the AVX2 row pairs' 0.70, Q5_K 0.81-0.88 against 0.62; on a
 //   Zen 4, Q4_K 0.79-0.88 against 0.64-0.79 where the probe read about 60 GB/s (stop 51).
@@ -1510,23 +1514,31 @@ using DotQ3K = SixteenRowsThen<DotQ3KRows16, DotQ3KRow, 2, L>;
 //   and the 256-element formats, and for Q4_0 with split units; for every row with the
 //   other 32-element formats. On a Zen 4 with the probe at about 60 GB/s, rows of 4096: Q4_0
 //   49-51 GB/s in the file layout against 41-45 in this one (stop 51). Q4_K-Q6_K get it only
-//   with full-width units: on a Zen 4, Q4_K's 768-element rows streamed 0.61-0.63 in it
-//   against 0.79-0.81 in the file layout.
-// - With split units, Q2_K, Q4_K, Q5_K and Q6_K in the sixteen-row layout, rows of any
+//   in Zen 5's set: on a Zen 4, Q4_K's 768-element rows streamed 0.61-0.63 in it against
+//   0.79-0.81 in the file layout.
+// - In Zen 4's and Intel's sets, Q2_K, Q4_K, Q5_K and Q6_K in the sixteen-row layout, rows of any
 //   length: on a Zen 4, Q4_K decode streamed 0.87-0.91 of the probe against the file
 //   layout's 0.72-0.85, and prompts ran 1.1-1.2x faster than with the transposes (stop 53).
 //   Q6_K's decode, with every line prefetched, streamed about what the AVX2 kernel does
 //   (0.86-0.93 of slow probes against 0.93-0.97), and its prompts ran 1.3x as fast; Q2_K's
 //   decode streamed 29-36 GB/s against the four-row layout's 24-28, and its prompts ran
 //   1.9x as fast (stop 57).
-// - Q3_K in the sixteen-row layout in both sets, rows of any length: on a Zen 4, decode
+// - Q3_K in the sixteen-row layout in every set, rows of any length: on a Zen 4, decode
 //   streamed 0.81-0.94 of the probe against 0.67-0.80, and prompts ran 1.6-1.7x as fast
 //   (stop 57; not measured on a Zen 5).
+// - On an Intel Xeon (Emerald Rapids, stop 59) the sixteen-row layout ran prompts of Q4_K
+//   1.4x and Q5_K 1.4x as fast as the four-row one (rows in cache, 8 and 64 columns), and
+//   the 691-token prompt of qwen3-30b-a3b 1.2x as fast; with every line prefetched for one
+//   column (PackedRows16), Q4_K's decode streamed what the four-row set's does (0.95-1.00 of
+//   the probe). The rest as on a Zen 5 (Q4_0's long rows, Q6_K's one column). A Zen 5 has
+//   not been measured with the sixteen-row layout.
 // (docs/PERFORMANCE.md, "Zen 4 again: which decode kernels and layouts pay", "Zen 4: Q4_K
 // and Q5_K in sixteen-row groups", "Zen 4: Q3_K, Q6_K and Q2_K in sixteen-row groups", and the
 // Zen 5 sections.)
-template <bool kFullWidth>
+template <Avx512Set kSet>
 KernelSet make_avx512(const char* name) {
+  constexpr bool kFullWidth = kSet != Avx512Set::kSplitUnits;
+  constexpr size_t kQ45KOneColumnStep = kSet == Avx512Set::kSplitUnits ? 256 : 64;
   KernelSet s = *avx2_kernels();
   s.name = name;
   auto set = [&](Type t, DotKernel k) { s.dot[static_cast<uint32_t>(t)] = k; };
@@ -1558,15 +1570,15 @@ KernelSet make_avx512(const char* name) {
   set_rows4(Type::MXFP4, entry<Dot32Rows4<Rows4MXFP4, true>>, kAnyRow);
   // IQ4_XS's kernel takes every column count in both sets
   set_rows4(Type::IQ4_XS, entry<DotIQ4XSRows4<true>>, kLongRowCols);
-  if constexpr (kFullWidth) {
+  if constexpr (kSet == Avx512Set::kFullWidthRows4) {
     set_rows4(Type::Q2_K, entry<DotQ2K<Layout::kRows4>>, kLongRowCols);
     set_rows4(Type::Q4_K, entry<DotQ45K<false, Layout::kRows4>>, kLongRowCols);
     set_rows4(Type::Q5_K, entry<DotQ45K<true, Layout::kRows4>>, kLongRowCols);
     set_rows4(Type::Q6_K, entry<DotQ6K<1, Layout::kRows4>>, kLongRowCols);
   } else {
     set_rows4(Type::Q2_K, entry<DotQ2K<Layout::kRows16>>, kAnyRow, 16);
-    set_rows4(Type::Q4_K, entry<DotQ45K<false, Layout::kRows16>>, kAnyRow, 16);
-    set_rows4(Type::Q5_K, entry<DotQ45K<true, Layout::kRows16>>, kAnyRow, 16);
+    set_rows4(Type::Q4_K, entry<DotQ45K<false, Layout::kRows16, kQ45KOneColumnStep>>, kAnyRow, 16);
+    set_rows4(Type::Q5_K, entry<DotQ45K<true, Layout::kRows16, kQ45KOneColumnStep>>, kAnyRow, 16);
     set_rows4(Type::Q6_K, entry<DotQ6K<2, Layout::kRows16>>, kAnyRow, 16);
   }
   set_rows4(Type::Q3_K, entry<DotQ3K<Layout::kRows16>>, kAnyRow, 16);
@@ -1576,23 +1588,34 @@ KernelSet make_avx512(const char* name) {
   return s;
 }
 
+// Each set once, under its name (dot.h).
+template <Avx512Set kSet>
+const KernelSet& the_set(const char* name) {
+  static const KernelSet s = make_avx512<kSet>(name);
+  return s;
+}
+
+#if defined(EPQ_AVX512_EMULATED)
+constexpr const char* kNames[] = {"avx512-emulated", "avx512-rows4-emulated", "avx512-rows16-emulated"};
+#else
+constexpr const char* kNames[] = {"avx512", "avx512-rows4", "avx512-rows16"};
+#endif
+
+const KernelSet& set_of(Avx512Set which) {
+  switch (which) {
+    case Avx512Set::kSplitUnits: return the_set<Avx512Set::kSplitUnits>(kNames[0]);
+    case Avx512Set::kFullWidthRows4: return the_set<Avx512Set::kFullWidthRows4>(kNames[1]);
+    case Avx512Set::kFullWidthRows16: break;
+  }
+  return the_set<Avx512Set::kFullWidthRows16>(kNames[2]);
+}
+
 }  // namespace
 
 #if defined(EPQ_AVX512_EMULATED)
-const KernelSet& avx512_kernels_emulated() {
-  static const KernelSet s = make_avx512<true>("avx512-emulated");  // the tests check the four-row decode kernels
-  return s;
-}
-const KernelSet& avx512_split_kernels_emulated() {
-  static const KernelSet s = make_avx512<false>("avx512-split-emulated");
-  return s;
-}
+const KernelSet& avx512_kernels_emulated(Avx512Set which) { return set_of(which); }
 #else
-const KernelSet& avx512_kernels_unchecked() {
-  // AMD family 1Ah: Zen 5, whose 512-bit units are full width (Zen 4's run 256 bits at a time).
-  static const KernelSet s = cpu_features().amd_family >= 0x1A ? make_avx512<true>("avx512-rows4") : make_avx512<false>("avx512");
-  return s;
-}
+const KernelSet& avx512_kernels_unchecked(Avx512Set which) { return set_of(which); }
 #endif
 
 }  // namespace epq::quant

@@ -27,34 +27,41 @@ def default_env():
 class KernelSets(unittest.TestCase):
     def test_version_names_the_kernel_set(self):
         out = run("--version", env=default_env()).stdout
-        self.assertRegex(out, r"dot kernels: (avx2|avx512|avx512-rows4);")
-        # avx512-rows4 (Q4_K/Q5_K/Q6_K decode in four-row kernels) exactly on AMD family 1Ah and later.
+        self.assertRegex(out, r"dot kernels: (avx2|avx512|avx512-rows4|avx512-rows16);")
+        # With AVX-512: `avx512` on AMD family 19h (Zen 4, split 512-bit units), `avx512-rows4`
+        # on 1Ah and later (Zen 5), `avx512-rows16` on the rest (Intel).
         with open("/proc/cpuinfo") as f:
             info = f.read()
         family = re.search(r"^cpu family\s*:\s*(\d+)", info, re.M)
-        zen5 = "AuthenticAMD" in info and family is not None and int(family.group(1)) >= 0x1A
-        self.assertEqual("dot kernels: avx512-rows4;" in out, zen5 and "VNNI: yes" in out, out)
+        amd_family = int(family.group(1)) if "AuthenticAMD" in info and family is not None else 0
+        expected = "avx512" if amd_family == 0x19 else "avx512-rows4" if amd_family >= 0x1A else "avx512-rows16"
+        if "VNNI: yes" in out:
+            self.assertIn(f"dot kernels: {expected};", out)
+        else:
+            self.assertIn("dot kernels: avx2;", out)
         self.assertIn("dot kernels: scalar;", run("--version", env=with_kernels("scalar")).stdout)
 
     def test_unknown_or_unavailable_set_gets_one_clear_line(self):
         proc = run("--version", check=False, env=with_kernels("neon"))
         self.assertEqual(proc.returncode, 1)
         self.assertEqual(proc.stderr.strip().splitlines(),
-                         ["epq: error: EPQ_KERNELS=neon: not available on this CPU (choose scalar, avx2 or avx512)"])
+                         ["epq: error: EPQ_KERNELS=neon: not available on this CPU (choose scalar, avx2, avx512, avx512-rows4 or avx512-rows16)"])
         # Commands that load a model refuse before loading it; serve before it listens.
         model = synth("tiny.gguf", "--preset", "tiny", "--layers", "2")
         for args in (["run", "-m", model, "-p", "hi", "-n", "1"], ["serve", "-m", model, "--port", "18997"]):
             proc = run(*args, check=False, timeout=60, env=with_kernels("neon"))
             self.assertEqual(proc.returncode, 1, args)
             self.assertEqual(proc.stderr.strip().splitlines()[-1],
-                             "epq: error: EPQ_KERNELS=neon: not available on this CPU (choose scalar, avx2 or avx512)")
+                             "epq: error: EPQ_KERNELS=neon: not available on this CPU (choose scalar, avx2, avx512, avx512-rows4 or avx512-rows16)")
         has_avx512 = "VNNI: yes" in run("--version", env=default_env()).stdout
-        proc = run("--version", check=False, env=with_kernels("avx512"))
-        if has_avx512:
-            self.assertEqual(proc.returncode, 0, proc.stderr)
-        else:
-            self.assertEqual(proc.returncode, 1)
-            self.assertIn("EPQ_KERNELS=avx512: not available on this CPU", proc.stderr)
+        for name in ("avx512", "avx512-rows4", "avx512-rows16"):  # any AVX-512 set, whichever this CPU would take
+            proc = run("--version", check=False, env=with_kernels(name))
+            if has_avx512:
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                self.assertIn(f"dot kernels: {name};", proc.stdout)
+            else:
+                self.assertEqual(proc.returncode, 1)
+                self.assertIn(f"EPQ_KERNELS={name}: not available on this CPU", proc.stderr)
 
     def test_scalar_kernels_give_the_same_model(self):
         # The scalar kernels dequantize and sum in double; the SIMD ones sum int8 products
