@@ -1568,7 +1568,7 @@ KernelSet make_avx512(const char* name) {
   set_rows4(Type::Q8_0, entry<Dot32Rows4<Rows4Q8_0, true>>, kLongRowCols);
   set_rows4(Type::IQ4_NL, entry<Dot32Rows4<Rows4IQ4_NL, true>>, kAnyRow);
   set_rows4(Type::MXFP4, entry<Dot32Rows4<Rows4MXFP4, true>>, kAnyRow);
-  // IQ4_XS's kernel takes every column count in both sets
+  // IQ4_XS's kernel takes every column count in every set
   set_rows4(Type::IQ4_XS, entry<DotIQ4XSRows4<true>>, kLongRowCols);
   if constexpr (kSet == Avx512Set::kFullWidthRows4) {
     set_rows4(Type::Q2_K, entry<DotQ2K<Layout::kRows4>>, kLongRowCols);
