@@ -1588,26 +1588,27 @@ KernelSet make_avx512(const char* name) {
   return s;
 }
 
-// Each set once, under its name (dot.h).
-template <Avx512Set kSet>
-const KernelSet& the_set(const char* name) {
-  static const KernelSet s = make_avx512<kSet>(name);
-  return s;
-}
-
+// Each set's name (dot.h), in Avx512Set's order.
 #if defined(EPQ_AVX512_EMULATED)
 constexpr const char* kNames[] = {"avx512-emulated", "avx512-rows4-emulated", "avx512-rows16-emulated"};
 #else
 constexpr const char* kNames[] = {"avx512", "avx512-rows4", "avx512-rows16"};
 #endif
 
+// Each set once.
+template <Avx512Set kSet>
+const KernelSet& the_set() {
+  static const KernelSet s = make_avx512<kSet>(kNames[static_cast<int>(kSet)]);
+  return s;
+}
+
 const KernelSet& set_of(Avx512Set which) {
   switch (which) {
-    case Avx512Set::kSplitUnits: return the_set<Avx512Set::kSplitUnits>(kNames[0]);
-    case Avx512Set::kFullWidthRows4: return the_set<Avx512Set::kFullWidthRows4>(kNames[1]);
+    case Avx512Set::kSplitUnits: return the_set<Avx512Set::kSplitUnits>();
+    case Avx512Set::kFullWidthRows4: return the_set<Avx512Set::kFullWidthRows4>();
     case Avx512Set::kFullWidthRows16: break;
   }
-  return the_set<Avx512Set::kFullWidthRows16>(kNames[2]);
+  return the_set<Avx512Set::kFullWidthRows16>();
 }
 
 }  // namespace
