@@ -9,7 +9,7 @@ namespace epq::quant {
 
 namespace {
 
-constexpr Avx512Set kAvx512Sets[] = {Avx512Set::kSplitUnits, Avx512Set::kFullWidthRows4, Avx512Set::kFullWidthRows16};
+constexpr Avx512Set kAvx512Sets[] = {Avx512Set::kSplitUnits, Avx512Set::kFullWidth};
 
 }  // namespace
 
@@ -18,7 +18,7 @@ const KernelSet* avx512_kernels() {
   // AMD family 19h with AVX-512 is Zen 4, whose 512-bit units run 256 bits at a time; 1Ah
   // and later (Zen 5) have full-width units, as every Intel CPU with AVX-512 does.
   const int family = cpu_features().amd_family;
-  const Avx512Set which = family == 0x19 ? Avx512Set::kSplitUnits : family >= 0x1A ? Avx512Set::kFullWidthRows4 : Avx512Set::kFullWidthRows16;
+  const Avx512Set which = family == 0x19 ? Avx512Set::kSplitUnits : Avx512Set::kFullWidth;
   return &avx512_kernels_unchecked(which);
 }
 
@@ -47,7 +47,7 @@ const KernelSet& choose() {
   const char* forced = std::getenv("EPQ_KERNELS");
   if (forced != nullptr && *forced != '\0') {
     const KernelSet* set = named_set(forced);
-    if (set == nullptr) fail("EPQ_KERNELS={}: not available on this CPU (choose scalar, avx2, avx512, avx512-rows4 or avx512-rows16)", forced);
+    if (set == nullptr) fail("EPQ_KERNELS={}: not available on this CPU (choose scalar, avx2, avx512 or avx512-full-width)", forced);
     return *set;
   }
   if (const KernelSet* s = avx512_kernels()) return *s;

@@ -3,7 +3,7 @@
 // each in the activation format of the weight type (see activation.h). A kernel set holds one
 // kernel per supported type for one instruction set; the active set is chosen once,
 // at first use, from the CPU's features (or EPQ_KERNELS, a set's name: scalar, avx2,
-// avx512, avx512-rows4 or avx512-rows16).
+// avx512 or avx512-full-width).
 #include <cstddef>
 #include <cstdint>
 
@@ -42,16 +42,12 @@ const KernelSet& active_kernels();
 // Whether `set` is one of the AVX-512 sets (so the CPU has AVX-512).
 bool is_avx512(const KernelSet& set);
 
-// The AVX-512 sets. Their kernels give the same bits; they differ in the layouts, kernels
-// and prefetching decode takes, chosen by measurement on each kind of CPU
-// (dot_avx512.cpp, make_avx512):
-// - kSplitUnits, `avx512`: 512-bit units split in two 256-bit halves (AMD Zen 4); the K
-//   formats in sixteen-row groups;
-// - kFullWidthRows4, `avx512-rows4`: full-width units, the K formats in four-row groups
-//   (AMD Zen 5);
-// - kFullWidthRows16, `avx512-rows16`: full-width units, the K formats in sixteen-row
-//   groups (Intel).
-enum class Avx512Set { kSplitUnits, kFullWidthRows4, kFullWidthRows16 };
+// The AVX-512 sets. Their kernels give the same bits; they differ in the kernels, layouts and
+// prefetching decode takes, chosen by measurement on each kind of CPU (dot_avx512.cpp,
+// make_avx512):
+// - kSplitUnits, `avx512`: 512-bit units split in two 256-bit halves (AMD Zen 4);
+// - kFullWidth, `avx512-full-width`: full-width units (AMD Zen 5, Intel).
+enum class Avx512Set { kSplitUnits, kFullWidth };
 // Without the CPU check: their code must not run on a CPU without AVX-512 (avx512_kernels
 // checks first).
 const KernelSet& avx512_kernels_unchecked(Avx512Set which);

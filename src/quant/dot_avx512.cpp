@@ -161,11 +161,11 @@ inline void prefetch_into_l2(const void* p) { __asm__ volatile("prefetcht1 %0" :
 template <typename Block>
 struct FileRows4 {
   const Block* x[4];
-  // Row i's copy of the field (`size` bytes).
-  const uint8_t* row_field(int64_t b, size_t at, size_t, int i) const { return reinterpret_cast<const uint8_t*>(x[i] + b) + at; }
+  // Row i's copy of the field.
+  const uint8_t* row_field(int64_t b, size_t at, int i) const { return reinterpret_cast<const uint8_t*>(x[i] + b) + at; }
   // A 16-byte field (or the 4-byte one at its start), row i's in 128-bit lane i.
   V512i field16(int64_t b, size_t at) const {
-    auto part = [&](int i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(row_field(b, at, 16, i))); };
+    auto part = [&](int i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(row_field(b, at, i))); };
     const __m256i rows01 = _mm256_inserti128_si256(_mm256_castsi128_si256(part(0)), part(1), 1);
     const __m256i rows23 = _mm256_inserti128_si256(_mm256_castsi128_si256(part(2)), part(3), 1);
     return simde_mm512_inserti64x4(simde_mm512_castsi256_si512(rows01), rows23, 1);
@@ -173,7 +173,7 @@ struct FileRows4 {
   V512i field4(int64_t b, size_t at) const { return field16(b, at); }
   // A 32-byte field: bytes 0-15 of row i in lane i of `first`, 16-31 in `second`'s.
   RowHalves field32(int64_t b, size_t at) const {
-    auto part = [&](int i) { return load256(row_field(b, at, 32, i)); };
+    auto part = [&](int i) { return load256(row_field(b, at, i)); };
     const V512i rows01 = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(part(0)), part(1), 1);
     const V512i rows23 = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(part(2)), part(3), 1);
     return {simde_mm512_shuffle_i64x2(rows01, rows23, _MM_SHUFFLE(2, 0, 2, 0)), simde_mm512_shuffle_i64x2(rows01, rows23, _MM_SHUFFLE(3, 1, 3, 1))};
@@ -185,14 +185,14 @@ struct FileRows4 {
     uint64_t h = 0;
     for (int i = 0; i < 4; ++i) {
       uint16_t v;
-      std::memcpy(&v, row_field(b, at, 2, i), 2);
+      std::memcpy(&v, row_field(b, at, i), 2);
       h |= uint64_t{v} << (16 * i);
     }
     return h;
   }
   // A byte field, row i's in 32-bit lane i.
   __m128i byte(int64_t b, size_t at) const {
-    auto at_row = [&](int i) { return *row_field(b, at, 1, i); };
+    auto at_row = [&](int i) { return *row_field(b, at, i); };
     return _mm_setr_epi32(at_row(0), at_row(1), at_row(2), at_row(3));
   }
   // The cache lines kPrefetchBytes beyond block b of each of the four rows (see
@@ -213,7 +213,6 @@ template <typename Block>
 struct PackedRows4 {
   const uint8_t* group;
   const uint8_t* field(int64_t b, size_t at) const { return group + static_cast<size_t>(b) * 4 * sizeof(Block) + 4 * at; }
-  const uint8_t* row_field(int64_t b, size_t at, size_t size, int i) const { return field(b, at) + static_cast<size_t>(i) * size; }
   V512i field16(int64_t b, size_t at) const { return load512(field(b, at)); }
   V512i field4(int64_t b, size_t at) const {
     return simde_mm512_permutexvar_epi32(load512(kSpread4), simde_mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(field(b, at)))));
@@ -225,11 +224,6 @@ struct PackedRows4 {
     return {simde_mm512_shuffle_i64x2(r01, r23, _MM_SHUFFLE(2, 0, 2, 0)), simde_mm512_shuffle_i64x2(r01, r23, _MM_SHUFFLE(3, 1, 3, 1))};
   }
   V512 f16(int64_t b, size_t at) const { return spread4(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(field(b, at))))); }
-  uint64_t halves(int64_t b, size_t at) const {
-    uint64_t h;
-    std::memcpy(&h, field(b, at), 8);
-    return h;
-  }
   __m128i byte(int64_t b, size_t at) const {
     uint32_t four;
     std::memcpy(&four, field(b, at), 4);
@@ -643,14 +637,12 @@ struct InGroupsOfFour {
 // row; every call takes kGroups groups side by side, then single groups). Against the
 // one-row kernel this replaced: 1.23x with rows in cache and one column, 1.04-1.08x for
 // prompts; from DRAM, and in decode end to end, level within the noise (docs/PERFORMANCE.md,
-// stop 47). With kPacked the groups are in the four-row layout, the rows after them in the
-// file's, and a call with one column takes one group, one stream, as DotQ45KRows4's does.
-template <bool kPackedRows = false>
-struct DotQ2KRows4 : InGroupsOfFour<DotQ2KRows4<kPackedRows>> {
+// stop 47). The rows are in the file layout.
+struct DotQ2KRows4 : InGroupsOfFour<DotQ2KRows4> {
   using Block = BlockQ2_K;
-  static constexpr bool kPacked = kPackedRows;
+  static constexpr bool kPacked = false;
   template <int C>
-  static constexpr int kGroups = kPacked && C == 1 ? 1 : 2;  // groups of four rows per call, for C columns
+  static constexpr int kGroups = 2;  // groups of four rows per call, for C columns
 
   template <int C, int G, typename Rows>
   static void group(int64_t n, const Rows (&x)[G], size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride,
@@ -878,16 +870,14 @@ void rows4_matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows,
 // A call takes two groups of four rows (kGroups), so that each broadcast of 16
 // activations feeds a vpdpbusd for both: with one group, the broadcasts, one per
 // vpdpbusd, bound the loop before the multiplies do (docs/PERFORMANCE.md, stop 42).
-// Q5_K with one column keeps one group: two ran slower with rows in cache. So does the
-// four-row layout, whose group is one stream: two groups, two streams, made decode of a
-// Q4_K model 30% slower (docs/PERFORMANCE.md, stop 46). A group short of four rows
-// repeats its last row.
-template <bool kFive, bool kPackedRows = false>
-struct DotQ45KRows4 : InGroupsOfFour<DotQ45KRows4<kFive, kPackedRows>> {
+// Q5_K with one column keeps one group: two ran slower with rows in cache. A group short
+// of four rows repeats its last row. The rows are in the file layout.
+template <bool kFive>
+struct DotQ45KRows4 : InGroupsOfFour<DotQ45KRows4<kFive>> {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
-  static constexpr bool kPacked = kPackedRows;
+  static constexpr bool kPacked = false;
   template <int C>
-  static constexpr int kGroups = (kFive || kPacked) && C == 1 ? 1 : 2;  // groups of four rows per call, for C columns
+  static constexpr int kGroups = kFive && C == 1 ? 1 : 2;  // groups of four rows per call, for C columns
 
   template <int C, int G, typename Rows>
   static void group(int64_t n, const Rows (&x)[G], size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride,
@@ -903,7 +893,7 @@ struct DotQ45KRows4 : InGroupsOfFour<DotQ45KRows4<kFive, kPackedRows>> {
       for (int rg = 0; rg < G; ++rg) {
         x[rg].prefetch(b, row_bytes, 4 * G);
         // Row i's eight scales then eight mins in lane i.
-        auto scales = [&](int i) { return x[rg].row_field(b, offsetof(Block, scales), sizeof(Block::scales), i); };
+        auto scales = [&](int i) { return x[rg].row_field(b, offsetof(Block, scales), i); };
         scales_mins[rg] = simde_mm512_inserti64x4(simde_mm512_castsi256_si512(k4_scales_and_mins_x2(scales(0), scales(1))),
                                                  k4_scales_and_mins_x2(scales(2), scales(3)), 1);
         // Q5_K: bit k of each byte is the fifth bit of sub-block k's elements 0-15 and 16-31,
@@ -971,17 +961,17 @@ inline V512i byte_pair(V512i v, int i) {
 // sub-block: the scale multiplies once per 32 elements, not once per 8 as four rows per
 // register need. Loading costs a transpose, shared by every column of the call.
 
-// Sixteen rows: rows 4g..4g+3 are x[g], each in the file or the four-row layout.
-template <typename Rows>
-struct Rows16 {
+// Sixteen rows in the file layout: rows 4g..4g+3 are x[g].
+template <typename Block>
+struct FileRows16 {
   static constexpr bool kTransposed = true;  // each dwords() is a transpose
-  Rows x[4];
-  // 16 bytes at `within` of the field at `at` (`size` bytes) of each row's block b,
+  FileRows4<Block> x[4];
+  // 16 bytes at `within` of the field at `at` of each row's block b,
   // transposed: dword j of row r in 32-bit lane r of out[j].
-  void dwords(int64_t b, size_t at, size_t size, size_t within, V512i (&out)[4]) const {
+  void dwords(int64_t b, size_t at, size_t within, V512i (&out)[4]) const {
     V512i rows[4];  // rows[m]: the 16 bytes of row 4L + m in 128-bit lane L
     for (int m = 0; m < 4; ++m) {
-      auto piece = [&](int g) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[g].row_field(b, at, size, m) + within)); };
+      auto piece = [&](int g) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[g].row_field(b, at, m) + within)); };
       rows[m] = simde_mm512_inserti32x4(
           simde_mm512_inserti32x4(simde_mm512_inserti32x4(simde_mm512_castsi128_si512(piece(0)), piece(1), 1), piece(2), 2), piece(3), 3);
     }
@@ -996,13 +986,13 @@ struct Rows16 {
     auto h = [&](int g) { return static_cast<long long>(x[g].halves(b, at)); };
     return halves_to_float(_mm256_set_epi64x(h(3), h(2), h(1), h(0)));
   }
-  // Each group's prefetch (FileRows4, PackedRows4).
+  // Each group's prefetch (FileRows4).
   void prefetch(int64_t b, size_t row_bytes) const {
-    for (const Rows& g : x) g.prefetch(b, row_bytes, 16);
+    for (const FileRows4<Block>& g : x) g.prefetch(b, row_bytes, 16);
   }
 };
 
-// Sixteen rows in the sixteen-row layout (quant/rows4_layout.h), the interface of Rows16
+// Sixteen rows in the sixteen-row layout (quant/rows4_layout.h), the interface of FileRows16
 // without its transposes: the 2- or 4-byte piece at byte o of row r's block b is at
 // group + b * 16 * sizeof(Block) + 16 * o + r * (piece size). A group is one stream, which
 // the hardware prefetcher follows; the kernel asks for one line in kPrefetchStep bytes
@@ -1010,7 +1000,8 @@ struct Rows16 {
 // streamed 24-28 GB/s a core with one line in 256 bytes, 17-21 with every line; 6-16
 // columns ran 123-138 GMAC/s with every line, 100-117 with one in 256 (docs/PERFORMANCE.md,
 // stop 53). On an Intel Xeon (Emerald Rapids) one column streamed 0.81-0.84 of the read
-// probe with one line in 256 bytes, 0.95-1.00 with every line (stop 59). Each kernel names
+// probe with one line in 256 bytes, 0.95-1.00 with every line (stop 59); on a Zen 5
+// 0.49-0.66 and 0.78-0.96 (stop 60). Each kernel names
 // its step for one column (kOneColumnPrefetchStep): Q4_K's and Q5_K's a parameter, the
 // others' 64.
 template <typename Block, size_t kPrefetchStep>
@@ -1018,7 +1009,7 @@ struct PackedRows16 {
   static constexpr bool kTransposed = false;  // each dwords() is four loads
   const uint8_t* group;
   const uint8_t* piece(int64_t b, size_t o) const { return group + static_cast<size_t>(b) * 16 * sizeof(Block) + 16 * o; }
-  void dwords(int64_t b, size_t at, size_t, size_t within, V512i (&out)[4]) const {
+  void dwords(int64_t b, size_t at, size_t within, V512i (&out)[4]) const {
     for (int j = 0; j < 4; ++j) out[j] = load512(piece(b, at + within) + 64 * j);
   }
   V512 f16(int64_t b, size_t at) const { return halves_to_float(load256(piece(b, at))); }
@@ -1051,7 +1042,7 @@ struct DotQ45KRows16 {
     for (int64_t b = 0; b < n / 256; ++b) {
       x.prefetch(b, row_bytes);
       V512i packed[4];
-      x.dwords(b, offsetof(Block, scales), sizeof(Block::scales), 0, packed);
+      x.dwords(b, offsetof(Block, scales), 0, packed);
       // Bytes 0-3 of scales4[0] are scales 0-3, of scales4[1] scales 4-7; mins4 likewise.
       const V512i scales4[2] = {simde_mm512_and_si512(packed[0], low6),
                                 simde_mm512_or_si512(simde_mm512_and_si512(packed[2], m4), simde_mm512_and_si512(simde_mm512_srli_epi32(packed[0], 2), top2))};
@@ -1061,7 +1052,7 @@ struct DotQ45KRows16 {
       auto byte_of = [&](const V512i (&v)[2], int k) { return simde_mm512_and_si512(simde_mm512_srli_epi32(v[k / 4], 8 * (k % 4)), byte0); };
       V512i fifth[2][4];  // Q5_K: bit k of each byte of qh, transposed as the codes' pieces (two sub-blocks a pass: moved down as used)
       if constexpr (kFive) {
-        for (int h = 0; h < 2; ++h) x.dwords(b, offsetof(Block, qh), sizeof(Block::qh), 16 * h, fifth[h]);
+        for (int h = 0; h < 2; ++h) x.dwords(b, offsetof(Block, qh), 16 * h, fifth[h]);
       }
       // Sub-blocks S at a time per load of the codes: both of a piece's (2j and 2j + 1) while
       // 2C partial sums fit the registers with the rest; one where they spilled, from six
@@ -1081,7 +1072,7 @@ struct DotQ45KRows16 {
         }
         for (int h = 0; h < 2; ++h) {
           V512i codes[4];
-          x.dwords(b, offsetof(Block, qs) + 32 * j, 32, 16 * h, codes);
+          x.dwords(b, offsetof(Block, qs) + 32 * j, 16 * h, codes);
           for (int t = 0; t < 4; ++t) {
             for (int s = 0; s < S; ++s) {
               const int k = k0 + s;
@@ -1137,12 +1128,12 @@ struct DotQ45KRows16 {
   }
 };
 
-// Where a call's rows are: the file layout, or the four- or sixteen-row layout
-// (quant/rows4_layout.h). In the last two, the rows after the last group are in the file's.
-enum class Layout { kFile, kRows4, kRows16 };
+// Where a K format call's rows are: the file layout, or the sixteen-row layout
+// (quant/rows4_layout.h), whose rows after the last group are in the file's.
+enum class Layout { kFile, kRows16 };
 
 // Sixteen rows at a time through K16::group while sixteen remain (in the sixteen-row
-// layout, the groups; the others as Rows16 of four-row groups); returns how many rows that took.
+// layout, the groups; in the file's, as FileRows16); returns how many rows that took.
 template <typename K16, Layout L, int C>
 int64_t sixteen_rows_at_a_time(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
                                size_t out_stride) {
@@ -1155,14 +1146,10 @@ int64_t sixteen_rows_at_a_time(int64_t n, const uint8_t* w, size_t row_bytes, in
     if constexpr (L == Layout::kRows16) {
       K16::group(n, PackedRows16<Block, C == 1 ? K16::kOneColumnPrefetchStep : 64>{rows}, row_bytes, a, out + r, out_stride);
     } else {
-      Rows16<std::conditional_t<L == Layout::kRows4, PackedRows4<Block>, FileRows4<Block>>> x;
+      FileRows16<Block> x;
       for (int g = 0; g < 4; ++g) {
         const uint8_t* group = rows + static_cast<size_t>(4 * g) * row_bytes;
-        if constexpr (L == Layout::kRows4) {
-          x.x[g].group = group;
-        } else {
-          for (int i = 0; i < 4; ++i) x.x[g].x[i] = reinterpret_cast<const Block*>(group + static_cast<size_t>(i) * row_bytes);
-        }
+        for (int i = 0; i < 4; ++i) x.x[g].x[i] = reinterpret_cast<const Block*>(group + static_cast<size_t>(i) * row_bytes);
       }
       K16::group(n, x, row_bytes, a, out + r, out_stride);
     }
@@ -1195,7 +1182,7 @@ struct SixteenRowsThen {
 // (docs/PERFORMANCE.md, stop 52). kOneColumnStep: PackedRows16's prefetch step for one
 // column in the sixteen-row layout.
 template <bool kFive, Layout L = Layout::kFile, size_t kOneColumnStep = 64>
-using DotQ45K = SixteenRowsThen<DotQ45KRows16<kFive, kOneColumnStep>, DotQ45KRows4<kFive, L == Layout::kRows4>, kFive ? 7 : 4, L>;
+using DotQ45K = SixteenRowsThen<DotQ45KRows16<kFive, kOneColumnStep>, DotQ45KRows4<kFive>, kFive ? 7 : 4, L>;
 
 // Q6_K with four rows per register: each 128-bit lane holds one 16-element sub-block of
 // its row, so one vpdpbusd takes a sub-block of each of four rows (codes 0-63, stored +32)
@@ -1206,13 +1193,14 @@ using DotQ45K = SixteenRowsThen<DotQ45KRows16<kFive, kOneColumnStep>, DotQ45KRow
 // fma(d x a.d, total, sum): both sets give the same bits for every row and column. Fewer
 // than kMinColumns columns go to the AVX2 kernel (see make_avx512). With two or more
 // columns a call takes two groups of four rows, which share each activation broadcast, as
-// DotQ45KRows4 does; with one column, one group (two ran slower with rows in cache).
-template <int kMinColumns, bool kPackedRows = false>
+// DotQ45KRows4 does; with one column, one group (two ran slower with rows in cache). The
+// rows are in the file layout.
+template <int kMinColumns>
 struct DotQ6KRows4 {
   using Block = BlockQ6_K;
   static constexpr Type kType = Type::Q6_K;
   static constexpr int kMinCols = kMinColumns;
-  static constexpr bool kPacked = kPackedRows;
+  static constexpr bool kPacked = false;
   template <int C>
   static constexpr int kGroups = C > 1 ? 2 : 1;  // groups of four rows per call, for C columns
 
@@ -1316,7 +1304,7 @@ struct DotQ6KRows16 {
     for (int64_t b = 0; b < n / 256; ++b) {
       x.prefetch(b, row_bytes);
       V512i packed[4];
-      x.dwords(b, offsetof(Block, scales), sizeof(Block::scales), 0, packed);
+      x.dwords(b, offsetof(Block, scales), 0, packed);
       V512i scale[16];  // sign-extended to 32 bits
       for (int k = 0; k < 16; ++k) {
         const V512i byte = simde_mm512_and_si512(simde_mm512_srli_epi32(packed[k / 4], 8 * (k % 4)), byte0);
@@ -1328,9 +1316,9 @@ struct DotQ6KRows16 {
       for (int h = 0; h < 2; ++h) {
         for (int p = 0; p < 2; ++p) {
           V512i ql_a[4], ql_b[4], qh[4];
-          x.dwords(b, offsetof(Block, ql) + 64 * h, 32, 16 * p, ql_a);
-          x.dwords(b, offsetof(Block, ql) + 64 * h + 32, 32, 16 * p, ql_b);
-          x.dwords(b, offsetof(Block, qh) + 32 * h, 32, 16 * p, qh);
+          x.dwords(b, offsetof(Block, ql) + 64 * h, 16 * p, ql_a);
+          x.dwords(b, offsetof(Block, ql) + 64 * h + 32, 16 * p, ql_b);
+          x.dwords(b, offsetof(Block, qh) + 32 * h, 16 * p, qh);
           for (int g = 0; g < 4; ++g) {
             V512i part[C];
             for (int c = 0; c < C; ++c) part[c] = simde_mm512_setzero_si512();
@@ -1362,7 +1350,7 @@ struct DotQ6KRows16 {
 // from 8 columns (in cache and from DRAM), level at 6, and not faster at 4-5
 // (docs/PERFORMANCE.md, stop 52).
 template <int kMinColumns, Layout L = Layout::kFile>
-using DotQ6K = SixteenRowsThen<DotQ6KRows16, DotQ6KRows4<kMinColumns, L == Layout::kRows4>, 6, L>;
+using DotQ6K = SixteenRowsThen<DotQ6KRows16, DotQ6KRows4<kMinColumns>, 6, L>;
 
 // Q3_K with sixteen rows per register, one per 32-bit lane, the bits of DotQ3KRow: per
 // 16-byte piece l0..l0+15 of qs[32h..] and of hmask, dword t holds elements l0 + 4t..+3 of
@@ -1389,7 +1377,7 @@ struct DotQ3KRows16 {
       // The 16 bytes that end with the scales (the block's last field but d): dwords 1-3 are
       // the packed scales u0, u1, u2.
       V512i packed[4];
-      x.dwords(b, offsetof(Block, scales) - 4, 16, 0, packed);
+      x.dwords(b, offsetof(Block, scales) - 4, 0, packed);
       V512i scale[16];  // -32..31 in 32 bits
       for (int g = 0; g < 4; ++g) {
         // Scales 4g..4g+3 as the bytes of one dword (+32): low nibbles of u0, u1, u0 >> 4,
@@ -1407,10 +1395,10 @@ struct DotQ3KRows16 {
       take_off_code_offset<2>(total, scale, a, b);
       for (int p = 0; p < 2; ++p) {
         V512i high_bits[4];
-        x.dwords(b, offsetof(Block, hmask), 32, 16 * p, high_bits);
+        x.dwords(b, offsetof(Block, hmask), 16 * p, high_bits);
         for (int h = 0; h < 2; ++h) {
           V512i bits[4];
-          x.dwords(b, offsetof(Block, qs) + 32 * h, 32, 16 * p, bits);
+          x.dwords(b, offsetof(Block, qs) + 32 * h, 16 * p, bits);
           for (int j = 0; j < 4; ++j) {
             const V512i third_bit = simde_mm512_set1_epi8(static_cast<char>(1 << (4 * h + j)));
             V512i part[C];
@@ -1451,7 +1439,7 @@ struct DotQ2KRows16 {
       x.prefetch(b, row_bytes);
       // Dword g: sub-blocks 4g..4g+3, a byte each, the scale in its low nibble and the min in its high.
       V512i packed[4];
-      x.dwords(b, offsetof(Block, scales), sizeof(Block::scales), 0, packed);
+      x.dwords(b, offsetof(Block, scales), 0, packed);
       V512i sum[C], min_sum[C];
       for (int c = 0; c < C; ++c) sum[c] = min_sum[c] = simde_mm512_setzero_si512();
       for (int g = 0; g < 4; ++g) {
@@ -1465,7 +1453,7 @@ struct DotQ2KRows16 {
       for (int h = 0; h < 2; ++h) {
         for (int p = 0; p < 2; ++p) {
           V512i bits[4];
-          x.dwords(b, offsetof(Block, qs) + 32 * h, 32, 16 * p, bits);
+          x.dwords(b, offsetof(Block, qs) + 32 * h, 16 * p, bits);
           for (int j = 0; j < 4; ++j) {
             V512i part[C];
             for (int c = 0; c < C; ++c) part[c] = simde_mm512_setzero_si512();
@@ -1490,7 +1478,7 @@ struct DotQ2KRows16 {
 // at a time (DotQ2KRows4) for the rest, all with the same bits: in the file layout, at 2-8
 // columns 1.1-1.6x as fast as four at a time on a Zen 4 (docs/PERFORMANCE.md, stop 57).
 template <Layout L = Layout::kFile>
-using DotQ2K = SixteenRowsThen<DotQ2KRows16, DotQ2KRows4<L == Layout::kRows4>, 2, L>;
+using DotQ2K = SixteenRowsThen<DotQ2KRows16, DotQ2KRows4, 2, L>;
 
 // Q3_K: from 2 columns (in the sixteen-row layout, any), sixteen rows at a time, then one
 // at a time (DotQ3KRow) for the rest, all with the same bits: in the file layout, at 2-4
@@ -1499,42 +1487,41 @@ using DotQ2K = SixteenRowsThen<DotQ2KRows16, DotQ2KRows4<L == Layout::kRows4>, 2
 template <Layout L = Layout::kFile>
 using DotQ3K = SixteenRowsThen<DotQ3KRows16, DotQ3KRow, 2, L>;
 
-// The three sets (dot.h, Avx512Set): full-width 512-bit units (Zen 5, Intel) or units split
-// in two 256-bit halves (Zen 4); the K formats in four-row groups (Zen 5) or sixteen-row ones.
-// The kernels and their bits are the same in every set; what differs is which of them decode
-// takes, the layouts, and one prefetch step. Matvec, 2 threads, share of the read probe in
-// the same passes:
-// - Q4_K and Q5_K take four rows per register for one column (decode) too. On a Zen 5 that
-//   gives Q4_K 0.81-0.85 against the AVX2 row pairs' 0.70, Q5_K 0.81-0.88 against 0.62; on a
-//   Zen 4, Q4_K 0.79-0.88 against 0.64-0.79 where the probe read about 60 GB/s (stop 51).
+// The two sets (dot.h, Avx512Set): full-width 512-bit units (Zen 5, Intel) or units split
+// in two 256-bit halves (Zen 4). The kernels and their bits are the same in both; what
+// differs is which of them decode takes, one layout, and one prefetch step. Matvec,
+// 2 threads, share of the read probe in the same passes:
+// - Q4_K and Q5_K take four rows per register for one column (decode) too, in the file
+//   layout. On a Zen 5 that gives Q4_K 0.81-0.85 against the AVX2 row pairs' 0.70, Q5_K
+//   0.81-0.88 against 0.62; on a Zen 4, Q4_K 0.79-0.88 against 0.64-0.79 where the probe
+//   read about 60 GB/s (stop 51).
 // - Q6_K: on a Zen 5 four rows give up to 1.0 against 0.61-0.65. On a Zen 4 its four-row
 //   kernel streamed 0.56-0.61 of a fast probe against the AVX2 kernel's 0.64-0.75, so
 //   there one column goes to the AVX2 kernel (kMinCols 2).
 // - The four-row layout (rows4_layout.h) for rows shorter than kLongRowCols only, for Q8_0
-//   and the 256-element formats, and for Q4_0 with split units; for every row with the
-//   other 32-element formats. On a Zen 4 with the probe at about 60 GB/s, rows of 4096: Q4_0
-//   49-51 GB/s in the file layout against 41-45 in this one (stop 51). Q4_K-Q6_K get it only
-//   in Zen 5's set: on a Zen 4, Q4_K's 768-element rows streamed 0.61-0.63 in it against
-//   0.79-0.81 in the file layout.
-// - In Zen 4's and Intel's sets, Q2_K, Q4_K, Q5_K and Q6_K in the sixteen-row layout, rows of any
-//   length: on a Zen 4, Q4_K decode streamed 0.87-0.91 of the probe against the file
-//   layout's 0.72-0.85, and prompts ran 1.1-1.2x faster than with the transposes (stop 53).
-//   Q6_K's decode, with every line prefetched, streamed about what the AVX2 kernel does
-//   (0.86-0.93 of slow probes against 0.93-0.97), and its prompts ran 1.3x as fast; Q2_K's
-//   decode streamed 29-36 GB/s against the four-row layout's 24-28, and its prompts ran
-//   1.9x as fast (stop 57).
-// - Q3_K in the sixteen-row layout in every set, rows of any length: on a Zen 4, decode
-//   streamed 0.81-0.94 of the probe against 0.67-0.80, and prompts ran 1.6-1.7x as fast
-//   (stop 57; not measured on a Zen 5).
-// - On an Intel Xeon (Emerald Rapids, stop 59) the sixteen-row layout ran prompts of Q4_K
-//   1.4x and Q5_K 1.4x as fast as the four-row one (rows in cache, 8 and 64 columns), and
-//   the 691-token prompt of qwen3-30b-a3b 1.2x as fast; with every line prefetched for one
-//   column (PackedRows16), Q4_K's decode streamed what the four-row set's does (0.95-1.00 of
-//   the probe). The rest as on a Zen 5 (Q4_0's long rows, Q6_K's one column). A Zen 5 has
-//   not been measured with the sixteen-row layout.
+//   and IQ4_XS, and for Q4_0 with split units; for every row with the other 32-element
+//   formats. On a Zen 4 with the probe at about 60 GB/s, rows of 4096: Q4_0 49-51 GB/s in
+//   the file layout against 41-45 in this one (stop 51).
+// - Q2_K-Q6_K in the sixteen-row layout, rows of any length. On a Zen 4, Q4_K decode
+//   streamed 0.87-0.91 of the probe against the file layout's 0.72-0.85, and prompts ran
+//   1.1-1.2x faster than with the transposes (stop 53); Q6_K's decode, with every line
+//   prefetched, streamed about what the AVX2 kernel does (0.86-0.93 of slow probes against
+//   0.93-0.97), and its prompts ran 1.3x as fast; Q2_K's decode streamed 29-36 GB/s against
+//   the four-row layout's 24-28, and its prompts ran 1.9x as fast; Q3_K's decode 0.81-0.94
+//   against 0.67-0.80, its prompts 1.6-1.7x as fast (stop 57). On an Intel Xeon (Emerald
+//   Rapids) Q4_K's and Q5_K's prompts ran 1.4x as fast as in the four-row layout (stop 59).
+//   On a Zen 5, against the four-row layout that Zen 5 took before: decode of Q6_K
+//   0.9-1.1 of the probe against 0.7-0.8, of Q4_K and Q5_K 0.9-1.0 against 0.8-0.9;
+//   prompts of Q4_K 1.1x, Q6_K 1.2x as fast; qwen3-30b-a3b's 691-token prompt 1.16x and
+//   its decode 1.1-1.5x as fast (stop 60).
+// - The sixteen-row layout's prefetch for one column: with full-width units every line
+//   (kQ45KOneColumnStep 64), with split units one line in 256 bytes, which was faster on a
+//   Zen 4 (stop 53; PackedRows16). On a Zen 5 every line streamed Q4_K's 4096-element rows at 0.78-0.96
+//   of the probe against 0.49-0.66 (stop 60).
 // (docs/PERFORMANCE.md, "Zen 4 again: which decode kernels and layouts pay", "Zen 4: Q4_K
-// and Q5_K in sixteen-row groups", "Zen 4: Q3_K, Q6_K and Q2_K in sixteen-row groups", and the
-// Zen 5 sections.)
+// and Q5_K in sixteen-row groups", "Zen 4: Q3_K, Q6_K and Q2_K in sixteen-row groups",
+// "Intel Xeon: a third AVX-512 set", "Zen 5: one set for full-width units", and the Zen 5
+// sections.)
 template <Avx512Set kSet>
 KernelSet make_avx512(const char* name) {
   constexpr bool kFullWidth = kSet != Avx512Set::kSplitUnits;
@@ -1570,18 +1557,11 @@ KernelSet make_avx512(const char* name) {
   set_rows4(Type::MXFP4, entry<Dot32Rows4<Rows4MXFP4, true>>, kAnyRow);
   // IQ4_XS's kernel takes every column count in every set
   set_rows4(Type::IQ4_XS, entry<DotIQ4XSRows4<true>>, kLongRowCols);
-  if constexpr (kSet == Avx512Set::kFullWidthRows4) {
-    set_rows4(Type::Q2_K, entry<DotQ2K<Layout::kRows4>>, kLongRowCols);
-    set_rows4(Type::Q4_K, entry<DotQ45K<false, Layout::kRows4>>, kLongRowCols);
-    set_rows4(Type::Q5_K, entry<DotQ45K<true, Layout::kRows4>>, kLongRowCols);
-    set_rows4(Type::Q6_K, entry<DotQ6K<1, Layout::kRows4>>, kLongRowCols);
-  } else {
-    set_rows4(Type::Q2_K, entry<DotQ2K<Layout::kRows16>>, kAnyRow, 16);
-    set_rows4(Type::Q4_K, entry<DotQ45K<false, Layout::kRows16, kQ45KOneColumnStep>>, kAnyRow, 16);
-    set_rows4(Type::Q5_K, entry<DotQ45K<true, Layout::kRows16, kQ45KOneColumnStep>>, kAnyRow, 16);
-    set_rows4(Type::Q6_K, entry<DotQ6K<2, Layout::kRows16>>, kAnyRow, 16);
-  }
+  set_rows4(Type::Q2_K, entry<DotQ2K<Layout::kRows16>>, kAnyRow, 16);
   set_rows4(Type::Q3_K, entry<DotQ3K<Layout::kRows16>>, kAnyRow, 16);
+  set_rows4(Type::Q4_K, entry<DotQ45K<false, Layout::kRows16, kQ45KOneColumnStep>>, kAnyRow, 16);
+  set_rows4(Type::Q5_K, entry<DotQ45K<true, Layout::kRows16, kQ45KOneColumnStep>>, kAnyRow, 16);
+  set_rows4(Type::Q6_K, entry<DotQ6K<kFullWidth ? 1 : 2, Layout::kRows16>>, kAnyRow, 16);
   set(Type::F32, entry<DotFloat<LoadF32, Floats16>>);
   set(Type::F16, entry<DotFloat<LoadF16, Floats16>>);
   set(Type::BF16, entry<DotFloat<LoadBF16, Floats16>>);
@@ -1590,9 +1570,9 @@ KernelSet make_avx512(const char* name) {
 
 // Each set's name (dot.h), in Avx512Set's order.
 #if defined(EPQ_AVX512_EMULATED)
-constexpr const char* kNames[] = {"avx512-emulated", "avx512-rows4-emulated", "avx512-rows16-emulated"};
+constexpr const char* kNames[] = {"avx512-emulated", "avx512-full-width-emulated"};
 #else
-constexpr const char* kNames[] = {"avx512", "avx512-rows4", "avx512-rows16"};
+constexpr const char* kNames[] = {"avx512", "avx512-full-width"};
 #endif
 
 // Each set once.
@@ -1605,10 +1585,9 @@ const KernelSet& the_set() {
 const KernelSet& set_of(Avx512Set which) {
   switch (which) {
     case Avx512Set::kSplitUnits: return the_set<Avx512Set::kSplitUnits>();
-    case Avx512Set::kFullWidthRows4: return the_set<Avx512Set::kFullWidthRows4>();
-    case Avx512Set::kFullWidthRows16: break;
+    case Avx512Set::kFullWidth: break;
   }
-  return the_set<Avx512Set::kFullWidthRows16>();
+  return the_set<Avx512Set::kFullWidth>();
 }
 
 }  // namespace

@@ -84,12 +84,8 @@ Rearrange rearrange_for(Type t, int group_rows) {
     case Type::Q5_1: return rearrange<2, 2, 4, 16>;
     case Type::Q8_0: return rearrange<2, 32>;
     case Type::MXFP4: return rearrange<1, 16>;
-    // The K formats' long code fields as 32-byte ones, the size the kernels read at a time.
-    case Type::Q2_K: return rearrange<16, 32, 32, 2, 2>;
+    // IQ4_XS's code field as 32-byte ones, the size the kernel reads at a time.
     case Type::IQ4_XS: return rearrange<2, 2, 4, 32, 32, 32, 32>;
-    case Type::Q4_K: return rearrange<2, 2, 12, 32, 32, 32, 32>;
-    case Type::Q5_K: return rearrange<2, 2, 12, 32, 32, 32, 32, 32>;
-    case Type::Q6_K: return rearrange<32, 32, 32, 32, 32, 32, 16, 2>;
     default: return nullptr;
   }
 }

@@ -1,27 +1,23 @@
 #pragma once
 // The four-row layout of the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL,
-// MXFP4) and of Q2_K, Q4_K, Q5_K, Q6_K and IQ4_XS, for weights in RAM on CPUs whose kernel
-// set reads it (KernelSet::dot_rows4; Q4_K, Q5_K and Q6_K in four-row groups only on CPUs
-// with full-width 512-bit units, Zen 5; on a Zen 4 they and Q2_K in sixteen-row groups,
-// below; Q3_K in sixteen-row groups in both). Q8_0 and the 256-element formats only for rows shorter than kLongRowCols: with rows of 2048 elements Q8_0's file layout streamed 0.93-0.98 of
-// the read probe and this one 0.82-0.88, with rows of 768 0.64-0.74 against 0.82-0.89; the
-// K formats' layout made decode of a Q4_K model with rows of 2048 about 8% slower, while
-// rows of 768 stream 0.77-0.92 of the probe in it against 0.61-0.79, Q2_K's 0.79-0.86
-// against 0.62-0.73, IQ4_XS's 0.82-0.86 against 0.66-0.77 (at 4096 columns its file
-// layout gave 0.89-1.00, this one 0.85-0.87) (docs/PERFORMANCE.md, "Q8_0 in the four-row
-// layout", "The K formats in the four-row layout, for short rows", "Q2_K in the four-row
-// layout" and "IQ4_XS with four rows per register"). On a Zen 4 (the set `avx512`, split
-// 512-bit units) Q4_0's long rows stay in the file layout ("Zen 4 again: which decode
-// kernels and layouts pay"), and Q2_K's, Q4_K's, Q5_K's and Q6_K's rows of any length go to
-// the sixteen-row variant ("Zen 4: Q4_K and Q5_K in sixteen-row groups", "Zen 4: Q3_K, Q6_K
-// and Q2_K in sixteen-row groups"), as Q3_K's do in both sets.
+// MXFP4) and of IQ4_XS, and the sixteen-row layout of Q2_K-Q6_K, for weights in RAM on
+// CPUs whose kernel set reads them (KernelSet::dot_rows4: the AVX-512 sets). Q8_0 and
+// IQ4_XS only for rows shorter than kLongRowCols: with rows of 2048 elements Q8_0's file
+// layout streamed 0.93-0.98 of the read probe and this one 0.82-0.88, with rows of 768
+// 0.64-0.74 against 0.82-0.89; IQ4_XS's rows of 768 0.82-0.86 against 0.66-0.77 (at 4096
+// columns its file layout gave 0.89-1.00, this one 0.85-0.87) (docs/PERFORMANCE.md, "Q8_0
+// in the four-row layout" and "IQ4_XS with four rows per register"). On a Zen 4 (the set
+// `avx512`, split 512-bit units) Q4_0's long rows stay in the file layout ("Zen 4 again:
+// which decode kernels and layouts pay"). The K formats' rows of any length go to the
+// sixteen-row layout ("Zen 4: Q4_K and Q5_K in sixteen-row groups", "Zen 4: Q3_K, Q6_K
+// and Q2_K in sixteen-row groups", "Zen 5: one set for full-width units").
 // Each kernel set says which rows it takes in this layout (KernelSet::rows4_below_cols).
 //
 // In a file, a matrix's rows follow one another, so a kernel that takes four or eight rows
 // at a time reads as many streams of memory. In this layout rows go in groups of four, and
 // each block index b of a group holds the four rows' block b field by field: for each field
-// of the block in its order (d, m, qh, qs; MXFP4: e, qs; the 256-element formats' code fields in
-// pieces of 32 bytes, as their kernels read them), the four rows' copies side by side. So
+// of the block in its order (d, m, qh, qs; MXFP4: e, qs; IQ4_XS's code field in pieces of
+// 32 bytes, as its kernel reads them), the four rows' copies side by side. So
 // field f (at byte `off` of a block, `size` bytes) of row i of the group is at
 //   group + b * 4 * block_bytes + 4 * off + i * size,
 // and a group is one stream, whose four scales and four code fields are each one load
@@ -29,8 +25,8 @@
 // The rows after the last multiple of four stay as they are, after the groups. The bytes
 // are the file's, rearranged: the same count, so the change is made in place.
 //
-// The sixteen-row variant (KernelSet::group_rows 16: Q3_K, and Q2_K, Q4_K, Q5_K and Q6_K in
-// the set for split 512-bit units, Zen 4) serves kernels that hold one row per 32-bit lane.
+// The sixteen-row variant (KernelSet::group_rows 16: Q2_K-Q6_K) serves kernels that hold
+// one row per 32-bit lane.
 // Rows go in groups of sixteen; block b of a group holds the sixteen rows' blocks b cut
 // into pieces of 4 bytes (2 for the F16 fields: d and dmin, or d), each piece's sixteen
 // copies side by side: the piece at byte o of row i's block (p bytes) is at
@@ -48,9 +44,8 @@ namespace epq::quant {
 // Whether type t has the layout in groups of group_rows rows (4, or 16 for the variant).
 bool has_rows4_layout(Type t, int group_rows);
 
-// Rows at least this long stay in the file layout for Q8_0 and the 256-element formats (on
-// a Zen 4 also Q4_0; there Q2_K and Q4_K-Q6_K take rows of any length, in sixteen-row groups,
-// as Q3_K does in both sets): KernelSet::rows4_below_cols.
+// Rows at least this long stay in the file layout for Q8_0 and IQ4_XS (on a Zen 4 also
+// Q4_0): KernelSet::rows4_below_cols.
 inline constexpr int64_t kLongRowCols = 2048;
 
 // Whether matrices of type t with rows of `cols` elements are to be rearranged: t has the

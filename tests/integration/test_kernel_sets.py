@@ -27,14 +27,14 @@ def default_env():
 class KernelSets(unittest.TestCase):
     def test_version_names_the_kernel_set(self):
         out = run("--version", env=default_env()).stdout
-        self.assertRegex(out, r"dot kernels: (avx2|avx512|avx512-rows4|avx512-rows16);")
-        # With AVX-512: `avx512` on AMD family 19h (Zen 4, split 512-bit units), `avx512-rows4`
-        # on 1Ah and later (Zen 5), `avx512-rows16` on the rest (Intel).
+        self.assertRegex(out, r"dot kernels: (avx2|avx512|avx512-full-width);")
+        # With AVX-512: `avx512` on AMD family 19h (Zen 4, split 512-bit units),
+        # `avx512-full-width` on the rest (Zen 5 and later, Intel).
         with open("/proc/cpuinfo") as f:
             info = f.read()
         family = re.search(r"^cpu family\s*:\s*(\d+)", info, re.M)
         amd_family = int(family.group(1)) if "AuthenticAMD" in info and family is not None else 0
-        expected = "avx512" if amd_family == 0x19 else "avx512-rows4" if amd_family >= 0x1A else "avx512-rows16"
+        expected = "avx512" if amd_family == 0x19 else "avx512-full-width"
         if "VNNI: yes" in out:
             self.assertIn(f"dot kernels: {expected};", out)
         else:
@@ -45,16 +45,16 @@ class KernelSets(unittest.TestCase):
         proc = run("--version", check=False, env=with_kernels("neon"))
         self.assertEqual(proc.returncode, 1)
         self.assertEqual(proc.stderr.strip().splitlines(),
-                         ["epq: error: EPQ_KERNELS=neon: not available on this CPU (choose scalar, avx2, avx512, avx512-rows4 or avx512-rows16)"])
+                         ["epq: error: EPQ_KERNELS=neon: not available on this CPU (choose scalar, avx2, avx512 or avx512-full-width)"])
         # Commands that load a model refuse before loading it; serve before it listens.
         model = synth("tiny.gguf", "--preset", "tiny", "--layers", "2")
         for args in (["run", "-m", model, "-p", "hi", "-n", "1"], ["serve", "-m", model, "--port", "18997"]):
             proc = run(*args, check=False, timeout=60, env=with_kernels("neon"))
             self.assertEqual(proc.returncode, 1, args)
             self.assertEqual(proc.stderr.strip().splitlines()[-1],
-                             "epq: error: EPQ_KERNELS=neon: not available on this CPU (choose scalar, avx2, avx512, avx512-rows4 or avx512-rows16)")
+                             "epq: error: EPQ_KERNELS=neon: not available on this CPU (choose scalar, avx2, avx512 or avx512-full-width)")
         has_avx512 = "VNNI: yes" in run("--version", env=default_env()).stdout
-        for name in ("avx512", "avx512-rows4", "avx512-rows16"):  # any AVX-512 set, whichever this CPU would take
+        for name in ("avx512", "avx512-full-width"):  # any AVX-512 set, whichever this CPU would take
             proc = run("--version", check=False, env=with_kernels(name))
             if has_avx512:
                 self.assertEqual(proc.returncode, 0, proc.stderr)

@@ -173,7 +173,7 @@ std::vector<Case> all_cases() {
     cases.push_back({t, "avx2", avx2_kernels()});
     if (avx512_kernels() != nullptr) cases.push_back({t, "avx512", avx512_kernels()});  // else see NativeAvx512 below
     // The AVX-512 kernels' code carried out by SIMDe: checks them on CPUs without AVX-512.
-    cases.push_back({t, "avx512_emulated", &avx512_kernels_emulated(Avx512Set::kFullWidthRows4)});
+    cases.push_back({t, "avx512_emulated", &avx512_kernels_emulated(Avx512Set::kFullWidth)});
   }
   return cases;
 }
@@ -226,7 +226,7 @@ TEST(NativeAvx512, ChosenAndEqualToTheEmulatedBuild) {
     }
     for (int cols = 1; cols <= kMaxCols; ++cols) {
       std::vector<float> native(n_rows * kMaxCols), emulated(native.size());
-      for (auto [set, out] : {std::pair{avx512_kernels(), &native}, std::pair{&avx512_kernels_emulated(Avx512Set::kFullWidthRows4), &emulated}}) {
+      for (auto [set, out] : {std::pair{avx512_kernels(), &native}, std::pair{&avx512_kernels_emulated(Avx512Set::kFullWidth), &emulated}}) {
         dot_kernel(*set, t)(n, rows.data(), row_bytes(t, n), n_rows, acts.data(), activation_bytes(f, n), cols, out->data(), n_rows);
       }
       EXPECT_EQ(std::memcmp(native.data(), emulated.data(), native.size() * sizeof(float)), 0) << name(t) << " cols " << cols;
@@ -254,7 +254,7 @@ float float_dot_in_kernel_order(const float* w, const float* a, int64_t n) {
 // grouping (odd row counts) and column count: the AVX2 and AVX-512 kernels agree with each
 // other and with the kernels before rows were grouped.
 TEST(FloatKernels, SumInTheDocumentedOrder) {
-  std::vector<const KernelSet*> sets = {avx2_kernels(), &avx512_kernels_emulated(Avx512Set::kFullWidthRows4)};
+  std::vector<const KernelSet*> sets = {avx2_kernels(), &avx512_kernels_emulated(Avx512Set::kFullWidth)};
   if (avx512_kernels() != nullptr) sets.push_back(avx512_kernels());
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0, 1);
@@ -326,7 +326,7 @@ Operands random_operands(Type t, Fill fill, int64_t n, int n_rows, std::mt19937&
 // sixteen and of four, and the rows after them. (Q4_K and Q5_K have bits of their own
 // there, the same for any rows and columns: MatchScalarReference.)
 TEST(SameBitsAsAvx2, Q6K) {
-  std::vector<const KernelSet*> sets = {&avx512_kernels_emulated(Avx512Set::kFullWidthRows4)};
+  std::vector<const KernelSet*> sets = {&avx512_kernels_emulated(Avx512Set::kFullWidth)};
   if (avx512_kernels() != nullptr) sets.push_back(avx512_kernels());
   std::mt19937 rng(9);
   for (Type t : {Type::Q6_K}) {
@@ -359,12 +359,8 @@ TEST(Rows4Layout, FieldsOfFourRowsSideBySide) {
       {Type::Q4_0, {{0, 2}, {2, 16}}},         {Type::IQ4_NL, {{0, 2}, {2, 16}}},       {Type::Q4_1, {{0, 2}, {2, 2}, {4, 16}}},
       {Type::Q5_0, {{0, 2}, {2, 4}, {6, 16}}}, {Type::Q5_1, {{0, 2}, {2, 2}, {4, 4}, {8, 16}}}, {Type::MXFP4, {{0, 1}, {1, 16}}},
       {Type::Q8_0, {{0, 2}, {2, 32}}},
-      // The K formats' code fields in 32-byte pieces.
-      {Type::Q2_K, {{0, 16}, {16, 32}, {48, 32}, {80, 2}, {82, 2}}},
-      {Type::IQ4_XS, {{0, 2}, {2, 2}, {4, 4}, {8, 32}, {40, 32}, {72, 32}, {104, 32}}},
-      {Type::Q4_K, {{0, 2}, {2, 2}, {4, 12}, {16, 32}, {48, 32}, {80, 32}, {112, 32}}},
-      {Type::Q5_K, {{0, 2}, {2, 2}, {4, 12}, {16, 32}, {48, 32}, {80, 32}, {112, 32}, {144, 32}}},
-      {Type::Q6_K, {{0, 32}, {32, 32}, {64, 32}, {96, 32}, {128, 32}, {160, 32}, {192, 16}, {208, 2}}}};
+      // IQ4_XS's code field in 32-byte pieces.
+      {Type::IQ4_XS, {{0, 2}, {2, 2}, {4, 4}, {8, 32}, {40, 32}, {72, 32}, {104, 32}}}};
   std::mt19937 rng(5);
   for (const auto& [t, fields] : layouts) {
     ASSERT_TRUE(has_rows4_layout(t, 4)) << name(t);
@@ -376,7 +372,7 @@ TEST(Rows4Layout, FieldsOfFourRowsSideBySide) {
     std::vector<uint8_t> file(row_size * rows);
     for (uint8_t& b : file) b = static_cast<uint8_t>(rng());
     std::vector<uint8_t> packed = file;
-    to_rows4_layout(t, packed.data(), rows, n, avx512_kernels_emulated(Avx512Set::kFullWidthRows4));
+    to_rows4_layout(t, packed.data(), rows, n, avx512_kernels_emulated(Avx512Set::kFullWidth));
     for (size_t g = 0; g < 2; ++g) {
       for (size_t b = 0; b < 3; ++b) {
         for (const Field& f : fields) {
@@ -390,7 +386,8 @@ TEST(Rows4Layout, FieldsOfFourRowsSideBySide) {
     }
     EXPECT_EQ(std::memcmp(packed.data() + 8 * row_size, file.data() + 8 * row_size, 2 * row_size), 0) << name(t) << ": rows after the groups";
   }
-  EXPECT_FALSE(has_rows4_layout(Type::Q3_K, 4));
+  // The K formats only in sixteen-row groups.
+  for (Type t : {Type::Q2_K, Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K}) EXPECT_FALSE(has_rows4_layout(t, 4)) << name(t);
 }
 
 // The sixteen-row variant (quant/rows4_layout.h): the 2- or 4-byte piece at byte o of row
@@ -429,46 +426,28 @@ TEST(Rows4Layout, PiecesOfSixteenRowsSideBySide) {
 }
 
 // Which matrices are rearranged: where the kernel set reads the layout, and for the row
-// lengths it takes in it: Q8_0, IQ4_XS and the K formats only rows shorter than
-// kLongRowCols (their file layout is faster for long rows); on split 512-bit units (the
-// set `avx512`, Zen 4) also Q4_0; in the sets with sixteen-row groups (`avx512`,
-// `avx512-rows16`) Q2_K's, Q4_K's, Q5_K's and Q6_K's rows of any length; Q3_K's of any
-// length in every set.
+// lengths it takes in it: Q8_0 and IQ4_XS only rows shorter than kLongRowCols (their file
+// layout is faster for long rows); Q4_0's long rows only with full-width 512-bit units
+// (the set `avx512-full-width`, Zen 5 and Intel); the other 32-element formats' rows and
+// the K formats' (in sixteen-row groups) of any length.
 TEST(Rows4Layout, UsedWhereTheKernelsReadItForTheRowLengthsTheSetTakes) {
   const bool avx512 = dot_kernel_rows4(active_kernels(), Type::Q4_0) != nullptr;
-  const std::string set = active_kernels().name;
-  const bool full_width = set == "avx512-rows4" || set == "avx512-rows16";  // Zen 5's and Intel's sets
-  const bool k_rows4 = set == "avx512-rows4";  // the K formats in four-row groups (Zen 5's set)
+  const bool full_width = std::string(active_kernels().name) == "avx512-full-width";
   EXPECT_EQ(use_rows4_layout(Type::Q4_0, 768), avx512);
   EXPECT_EQ(use_rows4_layout(Type::Q4_0, kLongRowCols - 32), avx512);
   EXPECT_EQ(use_rows4_layout(Type::Q4_0, 4096), avx512 && full_width);
   for (Type t : {Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::IQ4_NL, Type::MXFP4}) EXPECT_EQ(use_rows4_layout(t, 4096), avx512) << name(t);
-  EXPECT_EQ(use_rows4_layout(Type::Q8_0, 768), avx512);
-  EXPECT_EQ(use_rows4_layout(Type::Q8_0, kLongRowCols - 32), avx512);
-  EXPECT_FALSE(use_rows4_layout(Type::Q8_0, kLongRowCols));
-  EXPECT_FALSE(use_rows4_layout(Type::Q8_0, 4096));
-  // Q4_K, Q5_K and Q6_K: in Zen 5's set in four-row groups for short rows only, in the
-  // others in sixteen-row groups for every row.
-  for (Type t : {Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
+  for (Type t : {Type::Q8_0, Type::IQ4_XS}) {
     EXPECT_EQ(use_rows4_layout(t, 768), avx512) << name(t);
     EXPECT_EQ(use_rows4_layout(t, kLongRowCols - 256), avx512) << name(t);
-    EXPECT_EQ(use_rows4_layout(t, kLongRowCols), avx512 && !k_rows4) << name(t);
-    if (use_rows4_layout(t, 768)) {
-      EXPECT_EQ(active_kernels().group_rows[static_cast<uint32_t>(t)], k_rows4 ? 4 : 16) << name(t);
+    EXPECT_FALSE(use_rows4_layout(t, kLongRowCols)) << name(t);
+    EXPECT_FALSE(use_rows4_layout(t, 4096)) << name(t);
+  }
+  for (Type t : {Type::Q2_K, Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
+    for (int64_t cols : {768, 4096}) EXPECT_EQ(use_rows4_layout(t, cols), avx512) << name(t) << " " << cols;
+    if (avx512) {
+      EXPECT_EQ(active_kernels().group_rows[static_cast<uint32_t>(t)], 16) << name(t);
     }
-  }
-  // Q2_K and IQ4_XS take one column in their layout's kernels in every AVX-512 set; Q2_K's
-  // rows of any length in sixteen-row groups but in Zen 5's set.
-  for (Type t : {Type::Q2_K, Type::IQ4_XS}) EXPECT_EQ(use_rows4_layout(t, 768), avx512) << name(t);
-  EXPECT_EQ(use_rows4_layout(Type::Q2_K, kLongRowCols), avx512 && !k_rows4);
-  if (use_rows4_layout(Type::Q2_K, 768)) {
-    EXPECT_EQ(active_kernels().group_rows[static_cast<uint32_t>(Type::Q2_K)], k_rows4 ? 4 : 16);
-  }
-  EXPECT_FALSE(use_rows4_layout(Type::IQ4_XS, kLongRowCols));
-  // Q3_K: in sixteen-row groups for every row in both AVX-512 sets.
-  for (int64_t cols : {768, 4096}) EXPECT_EQ(use_rows4_layout(Type::Q3_K, cols), avx512) << cols;
-  if (avx512) {
-    EXPECT_EQ(active_kernels().group_rows[static_cast<uint32_t>(Type::Q3_K)], 16);
   }
   const KernelSet* avx2 = avx2_kernels();
   if (avx2 != nullptr) {
@@ -482,8 +461,7 @@ TEST(Rows4Layout, UsedWhereTheKernelsReadItForTheRowLengthsTheSetTakes) {
 // full groups (of four and of sixteen) and the rows after them, calls that start at a
 // later group, 1-8 columns, and rows longer than the prepared window.
 TEST(Rows4Layout, SameBitsAsTheFileLayout) {
-  std::vector<const KernelSet*> sets = {&avx512_kernels_emulated(Avx512Set::kFullWidthRows4), &avx512_kernels_emulated(Avx512Set::kSplitUnits),
-                                       &avx512_kernels_emulated(Avx512Set::kFullWidthRows16)};
+  std::vector<const KernelSet*> sets = {&avx512_kernels_emulated(Avx512Set::kFullWidth), &avx512_kernels_emulated(Avx512Set::kSplitUnits)};
   if (avx512_kernels() != nullptr) sets.push_back(avx512_kernels());
   std::mt19937 rng(13);
   int checked = 0;
@@ -499,8 +477,8 @@ TEST(Rows4Layout, SameBitsAsTheFileLayout) {
         for (const KernelSet* set : sets) {
           ASSERT_NE(dot_kernel_rows4(*set, t), nullptr) << set->name << " " << name(t);
           const int group_rows = set->group_rows[static_cast<uint32_t>(t)];
-          // The emulated sets differ in their layout kernels only where the groups do.
-          if ((set == sets[1] || set == sets[2]) && group_rows == 4) continue;
+          // The emulated sets' four-row layout kernels are the same.
+          if (set == sets[1] && group_rows == 4) continue;
           for (int first_group = 0; first_group <= 1; ++first_group) {
             for (int in_call = 1; in_call <= n_rows - group_rows * first_group; ++in_call) {
               // The rows of the call as a matrix of its own: its groups rearranged, the rest as they were.
