@@ -1513,7 +1513,7 @@ using DotQ3K = SixteenRowsThen<DotQ3KRows16, DotQ3KRow, 2, L>;
 //   On a Zen 5, against the four-row layout that Zen 5 took before: decode of Q6_K
 //   0.9-1.1 of the probe against 0.7-0.8, of Q4_K and Q5_K 0.9-1.0 against 0.8-0.9;
 //   prompts of Q4_K 1.1x, Q6_K 1.2x as fast; qwen3-30b-a3b's 691-token prompt 1.16x and
-//   its decode 1.1-1.5x as fast (stop 60).
+//   its decode 1.15x as fast (medians; stop 60).
 // - The sixteen-row layout's prefetch for one column: with full-width units every line
 //   (kQ45KOneColumnStep 64), with split units one line in 256 bytes, which was faster on a
 //   Zen 4 (stop 53; PackedRows16). On a Zen 5 every line streamed Q4_K's 4096-element rows at 0.78-0.96
