@@ -642,7 +642,7 @@ struct DotQ2KRows4 : InGroupsOfFour<DotQ2KRows4> {
   using Block = BlockQ2_K;
   static constexpr bool kPacked = false;
   template <int C>
-  static constexpr int kGroups = 2;  // groups of four rows per call, for C columns
+  static constexpr int kGroups = 2;  // groups of four rows per call, for any column count
 
   template <int C, int G, typename Rows>
   static void group(int64_t n, const Rows (&x)[G], size_t row_bytes, const BlockQ8_K* const (&a)[C], float* out, size_t out_stride,
