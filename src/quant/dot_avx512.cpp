@@ -1,22 +1,21 @@
 // AVX-512 dot kernels (F, BW, VL, DQ and VNNI) for the K formats Q2_K, Q3_K, Q4_K, Q5_K
 // and Q6_K and IQ4_XS, the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4)
-// and the float formats (F32, F16, BF16), in three sets (dot.h, Avx512Set). Every set takes
-// the AVX2 kernel for Q8_K; Zen 4's also for Q6_K with one column in the file layout, where
-// it streamed from memory faster than four rows at a time (the four-row kernel gives its
-// bits).
+// and the float formats (F32, F16, BF16), in two sets (dot.h, Avx512Set). Both take the
+// AVX2 kernel for Q8_K; Zen 4's also for Q6_K with one column in the file layout, where it
+// streamed from memory faster than four rows at a time (the four-row kernel gives its bits).
 //
 // Q2_K, Q4_K, Q5_K and Q6_K take four rows per register, one per 128-bit lane, into
 // vpdpbusd, and prompts sixteen rows per register, one per 32-bit lane (DotQ2KRows16,
 // DotQ45KRows16, DotQ6KRows16), with the same bits: Q6_K the AVX2 kernel's, the others bits
 // of their own (exact integers per row and block, then one float expression). The
 // 32-element formats (Dot32Rows4) take four rows per register too, with bits of their own,
-// the same for any rows and columns. Both read the file layout or the four-row layout
-// (quant/rows4_layout.h; Q4_K-Q6_K only in Zen 5's set). In the other two sets (Zen 4's and
-// Intel's), Q2_K, Q4_K, Q5_K and Q6_K weights in RAM are in the sixteen-row layout, which the
+// the same for any rows and columns, from the file layout or the four-row layout
+// (quant/rows4_layout.h). Q2_K-Q6_K weights in RAM are in the sixteen-row layout, which the
 // sixteen-row kernels read without transposes, for every column count, decode included;
-// Q3_K's are in every set (DotQ3KRows16), and its file layout takes one row at a time for
-// one column (DotQ3KRow: vpmaddubsw, then vpdpwssd with the sub-block scales), with the
-// same bits. IQ4_XS takes four rows per register, from either layout, with bits of its own.
+// the K formats' four-row kernels read the file layout (paged experts, the rows after the
+// last group). Q3_K's file layout takes one row at a time for one column (DotQ3KRow:
+// vpmaddubsw, then vpdpwssd with the sub-block scales), with the same bits. IQ4_XS takes
+// four rows per register, from either layout, with bits of its own.
 //
 // Written with SIMDe's names (simde_mm512_*), which are the native intrinsics when this
 // file is compiled for AVX-512 (CMakeLists.txt gives it the flags). The unit tests compile
@@ -1516,8 +1515,8 @@ using DotQ3K = SixteenRowsThen<DotQ3KRows16, DotQ3KRow, 2, L>;
 //   its decode 1.15x as fast (medians; stop 60).
 // - The sixteen-row layout's prefetch for one column: with full-width units every line
 //   (kQ45KOneColumnStep 64), with split units one line in 256 bytes, which was faster on a
-//   Zen 4 (stop 53; PackedRows16). On a Zen 5 every line streamed Q4_K's 4096-element rows at 0.78-0.96
-//   of the probe against 0.49-0.66 (stop 60).
+//   Zen 4 (stop 53; PackedRows16). On a Zen 5 every line streamed Q4_K's 4096-element rows
+//   at 0.78-0.96 of the probe against 0.49-0.66 (stop 60).
 // (docs/PERFORMANCE.md, "Zen 4 again: which decode kernels and layouts pay", "Zen 4: Q4_K
 // and Q5_K in sixteen-row groups", "Zen 4: Q3_K, Q6_K and Q2_K in sixteen-row groups",
 // "Intel Xeon: a third AVX-512 set", "Zen 5: one set for full-width units", and the Zen 5
@@ -1583,11 +1582,7 @@ const KernelSet& the_set() {
 }
 
 const KernelSet& set_of(Avx512Set which) {
-  switch (which) {
-    case Avx512Set::kSplitUnits: return the_set<Avx512Set::kSplitUnits>();
-    case Avx512Set::kFullWidth: break;
-  }
-  return the_set<Avx512Set::kFullWidth>();
+  return which == Avx512Set::kSplitUnits ? the_set<Avx512Set::kSplitUnits>() : the_set<Avx512Set::kFullWidth>();
 }
 
 }  // namespace
