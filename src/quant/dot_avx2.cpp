@@ -1,6 +1,6 @@
 // AVX2 dot kernels (with FMA and F16C). Integer formats multiply int8 codes with
-// vpmaddubsw and scale per block (the 32-element formats in 128-bit vectors, four blocks
-// at a time); float formats use FMA. One weight block is decoded once and dotted with up
+// vpmaddubsw and scale per block (the 32-element formats in row pairs, four blocks at a
+// time); float formats use FMA. One weight block is decoded once and dotted with up
 // to kMaxCols activation vectors.
 #include <immintrin.h>
 
@@ -45,21 +45,34 @@ inline __m256i lookup16(const int8_t* table, __m256i idx) {
   return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), idx);
 }
 
-// ---- 32-element formats against BlockQ8x32 activations ----
-// Written in 128-bit vectors: a block is two halves of 16 codes (elements 0-15 and
-// 16-31), so no lane crossing is needed, and CPUs that split 256-bit operations in two
-// (Zen 1) do no more work. Blocks go in groups of four: the integer dot products of the
-// four blocks are gathered into one vector [b0 b1 b2 b3] by horizontal adds, converted
-// and scaled together (one conversion and two multiplies per group, not per block).
+// Rows in pairs, as the Q4_K/Q5_K kernel takes them: each vector holds 16 bytes of the
+// first row in its low 128-bit half and the same 16 of the second row in its high half.
+// 16 bytes of each row, at p of the first and q of the second.
+inline __m256i row_pair_load(const void* p, const void* q) {
+  return _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(q), reinterpret_cast<const __m128i*>(p));
+}
+// 16 bytes at p in both halves.
+inline __m256i broadcast128(const void* p) { return _mm256_broadcastsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(p))); }
 
-// A block's codes: elements 0-15 and 16-31.
+// ---- 32-element formats against BlockQ8x32 activations ----
+// Rows in pairs: one vpmaddubsw multiplies 16 codes of each row by the same 16
+// activations, broadcast to both halves. Blocks go in groups of four: per row, the integer
+// dot products of the four blocks are gathered into its half [b0 b1 b2 b3] by horizontal
+// adds (which work within halves), converted and scaled together: one conversion and two
+// multiplies per group, column and pair of rows. Each half does what the row alone would,
+// so a row's result does not depend on its partner (an odd last row is paired with itself).
+// Against one row at a time in 128-bit vectors this halves the vector operations per
+// block (docs/PERFORMANCE.md, "Zen 3: the AVX2 set's 32-element formats in row pairs");
+// CPUs that split 256-bit operations in two (Zen 1) do about the same work either way.
+
+// A pair of blocks' codes: elements 0-15 and 16-31 of each row.
 struct Codes32 {
-  __m128i low, high;
+  __m256i low, high;
 };
-inline Codes32 nibbles16x2(const uint8_t* qs) {
-  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m128i m4 = _mm_set1_epi8(0x0F);
-  return {_mm_and_si128(x, m4), _mm_and_si128(_mm_srli_epi16(x, 4), m4)};
+// 16 nibble pairs of each row (low nibble = element j, high = element j+16).
+inline Codes32 nibbles16x2(__m256i x) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  return {_mm256_and_si256(x, m4), _mm256_and_si256(_mm256_srli_epi16(x, 4), m4)};
 }
 // Byte k of kFifthBits[v] is 0x10 where bit k of v is set: the fifth bit of a Q5 code in place.
 constexpr std::array<uint64_t, 256> kFifthBits = [] {
@@ -75,27 +88,36 @@ inline __m128i fifth_bits16(uint32_t bits) {
   const __m128i low = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(&kFifthBits[bits & 0xFF]));
   return _mm_castpd_si128(_mm_loadh_pd(_mm_castsi128_pd(low), reinterpret_cast<const double*>(&kFifthBits[(bits >> 8) & 0xFF])));
 }
-inline Codes32 five_bit(const uint8_t* qs, const uint8_t* qh) {
-  uint32_t bits;
-  std::memcpy(&bits, qh, 4);
-  const Codes32 low4 = nibbles16x2(qs);
-  return {_mm_or_si128(low4.low, fifth_bits16(bits)), _mm_or_si128(low4.high, fifth_bits16(bits >> 16))};
+template <typename Block>
+inline Codes32 five_bit(const Block& x0, const Block& x1) {
+  uint32_t first, second;
+  std::memcpy(&first, x0.qh, 4);
+  std::memcpy(&second, x1.qh, 4);
+  const Codes32 low4 = nibbles16x2(row_pair_load(x0.qs, x1.qs));
+  return {_mm256_or_si256(low4.low, _mm256_set_m128i(fifth_bits16(second), fifth_bits16(first))),
+          _mm256_or_si256(low4.high, _mm256_set_m128i(fifth_bits16(second >> 16), fifth_bits16(first >> 16)))};
 }
 inline Codes32 lookup16x2(const int8_t* table, Codes32 idx) {
-  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(table));
-  return {_mm_shuffle_epi8(t, idx.low), _mm_shuffle_epi8(t, idx.high)};
+  const __m256i t = broadcast128(table);
+  return {_mm256_shuffle_epi8(t, idx.low), _mm256_shuffle_epi8(t, idx.high)};
 }
-// The F16 field at byte `at` of blocks b[0..count) (count <= 4) as floats, 0 past count.
-// Gathered in an integer register: the integer units are idle, the vector units are not.
+// The F16 field at byte `at` of blocks b[0..count) (count <= 4), 0 past count, as the
+// bits of four F16 values. Gathered in an integer register: the integer units are idle,
+// the vector units are not.
 template <typename Block>
-inline __m128 f16_field4(const Block* b, size_t at, int count) {
+inline uint64_t f16_field4(const Block* b, size_t at, int count) {
   uint64_t bits = 0;
   for (int k = 0; k < count; ++k) {
     uint16_t h;
     std::memcpy(&h, reinterpret_cast<const uint8_t*>(b + k) + at, 2);
     bits |= uint64_t{h} << (16 * k);
   }
-  return _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(bits)));
+  return bits;
+}
+// That field of both rows' blocks as floats, each row in its half.
+template <typename Block>
+inline __m256 f16_field4x2(const Block* x0, const Block* x1, size_t at, int count) {
+  return _mm256_cvtph_ps(_mm_set_epi64x(static_cast<long long>(f16_field4(x1, at, count)), static_cast<long long>(f16_field4(x0, at, count))));
 }
 
 // How a block's int16 pair sums may be added before they overflow (activations
@@ -109,51 +131,52 @@ enum class Headroom { kFourBlocks, kTwoBlocks, kNone };
 // Both give the same integer products, so a kernel may choose either per call.
 enum class Signs { kUnsignedCodes, kCodeMagnitudes, kActivationMagnitudes };
 
-// A format: its block, how its signs are handled, its headroom, its codes, its scales d
-// and (formats with an offset) offsets m of blocks b[0..count), 0 past count: x = d*q + m.
-// Most formats keep d as an F16 field `d` of the block.
+// A format: its block, how its signs are handled, its headroom, the codes of a pair of
+// blocks x0 and x1 (one of each row), their scales d and (formats with an offset) offsets
+// m for blocks x0[0..count) and x1[0..count), 0 past count: x = d*q + m. Most formats keep
+// d as an F16 field `d` of the block.
 template <typename B>
 struct F16Scaled {
   using Block = B;
-  static __m128 scales(const Block* b, int count) { return f16_field4(b, offsetof(Block, d), count); }
+  static __m256 scales(const Block* x0, const Block* x1, int count) { return f16_field4x2(x0, x1, offsetof(Block, d), count); }
 };
 // Q4_0 and Q5_0 codes are used unsigned, their offset (-8 or -16 times d) applied
 // through the activation block's sum: cheaper than making the codes signed.
 struct FmtQ4_0 : F16Scaled<BlockQ4_0> {
   static constexpr Signs kSigns = Signs::kUnsignedCodes;
   static constexpr Headroom kHeadroom = Headroom::kFourBlocks;
-  static Codes32 codes(const Block& b) { return nibbles16x2(b.qs); }
-  static __m128 offsets(const Block*, __m128 d, int) { return _mm_mul_ps(d, _mm_set1_ps(-8)); }
+  static Codes32 codes(const Block& x0, const Block& x1) { return nibbles16x2(row_pair_load(x0.qs, x1.qs)); }
+  static __m256 offsets(const Block*, const Block*, __m256 d, int) { return _mm256_mul_ps(d, _mm256_set1_ps(-8)); }
 };
 struct FmtQ4_1 : F16Scaled<BlockQ4_1> {
   static constexpr Signs kSigns = Signs::kUnsignedCodes;
   static constexpr Headroom kHeadroom = Headroom::kFourBlocks;
-  static Codes32 codes(const Block& b) { return nibbles16x2(b.qs); }
-  static __m128 offsets(const Block* b, __m128, int count) { return f16_field4(b, offsetof(Block, m), count); }
+  static Codes32 codes(const Block& x0, const Block& x1) { return nibbles16x2(row_pair_load(x0.qs, x1.qs)); }
+  static __m256 offsets(const Block* x0, const Block* x1, __m256, int count) { return f16_field4x2(x0, x1, offsetof(Block, m), count); }
 };
 struct FmtQ5_0 : F16Scaled<BlockQ5_0> {
   static constexpr Signs kSigns = Signs::kUnsignedCodes;
   static constexpr Headroom kHeadroom = Headroom::kTwoBlocks;
-  static Codes32 codes(const Block& b) { return five_bit(b.qs, b.qh); }
-  static __m128 offsets(const Block*, __m128 d, int) { return _mm_mul_ps(d, _mm_set1_ps(-16)); }
+  static Codes32 codes(const Block& x0, const Block& x1) { return five_bit(x0, x1); }
+  static __m256 offsets(const Block*, const Block*, __m256 d, int) { return _mm256_mul_ps(d, _mm256_set1_ps(-16)); }
 };
 struct FmtQ5_1 : F16Scaled<BlockQ5_1> {
   static constexpr Signs kSigns = Signs::kUnsignedCodes;
   static constexpr Headroom kHeadroom = Headroom::kTwoBlocks;
-  static Codes32 codes(const Block& b) { return five_bit(b.qs, b.qh); }
-  static __m128 offsets(const Block* b, __m128, int count) { return f16_field4(b, offsetof(Block, m), count); }
+  static Codes32 codes(const Block& x0, const Block& x1) { return five_bit(x0, x1); }
+  static __m256 offsets(const Block* x0, const Block* x1, __m256, int count) { return f16_field4x2(x0, x1, offsetof(Block, m), count); }
 };
 struct FmtQ8_0 : F16Scaled<BlockQ8_0> {
   static constexpr Signs kSigns = Signs::kCodeMagnitudes;  // files from other tools may hold -128
   static constexpr Headroom kHeadroom = Headroom::kNone;
-  static Codes32 codes(const Block& b) {
-    return {_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)), _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16))};
+  static Codes32 codes(const Block& x0, const Block& x1) {
+    return {row_pair_load(x0.qs, x1.qs), row_pair_load(x0.qs + 16, x1.qs + 16)};
   }
 };
 struct FmtIQ4_NL : F16Scaled<BlockIQ4_NL> {
   static constexpr Signs kSigns = Signs::kActivationMagnitudes;  // codes -127..113; one column only (see Dot32)
   static constexpr Headroom kHeadroom = Headroom::kNone;
-  static Codes32 codes(const Block& b) { return lookup16x2(kIQ4NLValues, nibbles16x2(b.qs)); }
+  static Codes32 codes(const Block& x0, const Block& x1) { return lookup16x2(kIQ4NLValues, nibbles16x2(row_pair_load(x0.qs, x1.qs))); }
 };
 // MXFP4 codes (|q| <= 12) are used unsigned, stored + 12 (0..24), with the offset -12 d.
 struct FmtMXFP4 {
@@ -165,18 +188,18 @@ struct FmtMXFP4 {
     for (int i = 0; i < 16; ++i) t[i] = static_cast<int8_t>(kMXFP4Values[i] + 12);
     return t;
   }();
-  static Codes32 codes(const Block& b) { return lookup16x2(kPlus12.data(), nibbles16x2(b.qs)); }
-  // e8m0_to_f32_half on four lanes: (e - 1) << 23, or 2^21 << e for e < 2; 0 past count.
-  static __m128 scales(const Block* b, int count) {
-    uint32_t bytes = 0;
-    for (int k = 0; k < count; ++k) bytes |= uint32_t{b[k].e} << (8 * k);
-    const __m128i e = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(bytes)));
-    const __m128i normal = _mm_slli_epi32(_mm_sub_epi32(e, _mm_set1_epi32(1)), 23);
-    const __m128i small = _mm_sllv_epi32(_mm_set1_epi32(0x00200000), e);
-    const __m128i past = _mm_cmplt_epi32(_mm_setr_epi32(0, 1, 2, 3), _mm_set1_epi32(count));
-    return _mm_castsi128_ps(_mm_and_si128(_mm_blendv_epi8(small, normal, _mm_cmpgt_epi32(e, _mm_set1_epi32(1))), past));
+  static Codes32 codes(const Block& x0, const Block& x1) { return lookup16x2(kPlus12.data(), nibbles16x2(row_pair_load(x0.qs, x1.qs))); }
+  // e8m0_to_f32_half on each row's four lanes: (e - 1) << 23, or 2^21 << e for e < 2; 0 past count.
+  static __m256 scales(const Block* x0, const Block* x1, int count) {
+    uint64_t bytes = 0;
+    for (int k = 0; k < count; ++k) bytes |= uint64_t{x0[k].e} << (8 * k) | uint64_t{x1[k].e} << (8 * k + 32);
+    const __m256i e = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(bytes)));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i small = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const __m256i past = _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3));
+    return _mm256_castsi256_ps(_mm256_and_si256(_mm256_blendv_epi8(small, normal, _mm256_cmpgt_epi32(e, _mm256_set1_epi32(1))), past));
   }
-  static __m128 offsets(const Block*, __m128 d, int) { return _mm_mul_ps(d, _mm_set1_ps(-12)); }
+  static __m256 offsets(const Block*, const Block*, __m256 d, int) { return _mm256_mul_ps(d, _mm256_set1_ps(-12)); }
 };
 
 // |a| of every activation code of columns 0..n_cols-1, for kernels of signed codes that
@@ -210,100 +233,79 @@ struct Dot32 {
   // magnitudes are used, giving the same bits.
   template <int C>
   static constexpr Signs kSignsFor = F::kSigns == Signs::kActivationMagnitudes && C > 1 ? Signs::kCodeMagnitudes : F::kSigns;
-  // A block's codes as vpmaddubsw takes them: `mul`, unsigned (the codes, or their
+  // A pair of blocks' codes as vpmaddubsw takes them: `mul`, unsigned (the codes, or their
   // magnitudes for Signs::kCodeMagnitudes), and for signed codes the codes themselves.
   struct Operands {
     Codes32 mul, sign;
   };
   template <Signs S>
-  static Operands operands(const Block& b) {
-    const Codes32 q = F::codes(b);
-    if constexpr (S == Signs::kCodeMagnitudes) return {{_mm_sign_epi8(q.low, q.low), _mm_sign_epi8(q.high, q.high)}, q};
+  static Operands operands(const Block& x0, const Block& x1) {
+    const Codes32 q = F::codes(x0, x1);
+    if constexpr (S == Signs::kCodeMagnitudes) return {{_mm256_sign_epi8(q.low, q.low), _mm256_sign_epi8(q.high, q.high)}, q};
     return {q, q};
   }
-  // One block's dot product with activation block a, block `at` of its column (whose
-  // magnitudes are `magnitudes`, for Signs::kActivationMagnitudes), as lanes that add up
-  // to it: int16 lanes, or int32 lanes for Headroom::kNone.
+  // A pair of blocks' dot products with activation block a, block `at` of its column
+  // (whose magnitudes are `magnitudes`, for Signs::kActivationMagnitudes), as lanes of
+  // each half that add up to its row's: int16 lanes, or int32 lanes for Headroom::kNone.
   template <Signs S>
-  static __m128i block_sum(const Operands& x, const BlockQ8x32& a, const uint8_t* magnitudes, int64_t at) {
-    __m128i u_low = x.mul.low, u_high = x.mul.high;
-    __m128i a_low = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.qs));
-    __m128i a_high = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.qs + 16));
+  static __m256i block_sum(const Operands& x, const BlockQ8x32& a, const uint8_t* magnitudes, int64_t at) {
+    __m256i u_low = x.mul.low, u_high = x.mul.high;
+    __m256i a_low = broadcast128(a.qs), a_high = broadcast128(a.qs + 16);
     if constexpr (S == Signs::kCodeMagnitudes) {
-      a_low = _mm_sign_epi8(a_low, x.sign.low), a_high = _mm_sign_epi8(a_high, x.sign.high);
+      a_low = _mm256_sign_epi8(a_low, x.sign.low), a_high = _mm256_sign_epi8(a_high, x.sign.high);
     } else if constexpr (S == Signs::kActivationMagnitudes) {
-      u_low = _mm_loadu_si128(reinterpret_cast<const __m128i*>(magnitudes + 32 * at));
-      u_high = _mm_loadu_si128(reinterpret_cast<const __m128i*>(magnitudes + 32 * at + 16));
-      a_low = _mm_sign_epi8(x.sign.low, a_low), a_high = _mm_sign_epi8(x.sign.high, a_high);
+      u_low = broadcast128(magnitudes + 32 * at), u_high = broadcast128(magnitudes + 32 * at + 16);
+      a_low = _mm256_sign_epi8(x.sign.low, a_low), a_high = _mm256_sign_epi8(x.sign.high, a_high);
     }
-    const __m128i low = _mm_maddubs_epi16(u_low, a_low), high = _mm_maddubs_epi16(u_high, a_high);
+    const __m256i low = _mm256_maddubs_epi16(u_low, a_low), high = _mm256_maddubs_epi16(u_high, a_high);
     if constexpr (F::kHeadroom == Headroom::kNone) {
-      const __m128i ones = _mm_set1_epi16(1);
-      return _mm_add_epi32(_mm_madd_epi16(low, ones), _mm_madd_epi16(high, ones));
+      const __m256i ones = _mm256_set1_epi16(1);
+      return _mm256_add_epi32(_mm256_madd_epi16(low, ones), _mm256_madd_epi16(high, ones));
     }
-    return _mm_add_epi16(low, high);
+    return _mm256_add_epi16(low, high);
   }
-  // Four blocks' lanes (block_sum) to [b0 b1 b2 b3] in int32.
-  static __m128i gather_sums(const __m128i (&p)[4]) {
-    const __m128i ones = _mm_set1_epi16(1);
+  // Four block pairs' lanes (block_sum) to [b0 b1 b2 b3] of each row in int32.
+  static __m256i gather_sums(const __m256i (&p)[4]) {
+    const __m256i ones = _mm256_set1_epi16(1);
     if constexpr (F::kHeadroom == Headroom::kFourBlocks) {
-      return _mm_madd_epi16(_mm_hadd_epi16(_mm_hadd_epi16(p[0], p[1]), _mm_hadd_epi16(p[2], p[3])), ones);
+      return _mm256_madd_epi16(_mm256_hadd_epi16(_mm256_hadd_epi16(p[0], p[1]), _mm256_hadd_epi16(p[2], p[3])), ones);
     } else if constexpr (F::kHeadroom == Headroom::kTwoBlocks) {
-      return _mm_hadd_epi32(_mm_madd_epi16(_mm_hadd_epi16(p[0], p[1]), ones), _mm_madd_epi16(_mm_hadd_epi16(p[2], p[3]), ones));
+      return _mm256_hadd_epi32(_mm256_madd_epi16(_mm256_hadd_epi16(p[0], p[1]), ones), _mm256_madd_epi16(_mm256_hadd_epi16(p[2], p[3]), ones));
     } else {
-      return _mm_hadd_epi32(_mm_hadd_epi32(p[0], p[1]), _mm_hadd_epi32(p[2], p[3]));
+      return _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
     }
   }
-  // Activation blocks a[0..count): their scales d and sums s (see BlockQ8x32), 0 past count.
-  static void act_scales(const BlockQ8x32* a, int count, __m128& d, __m128& s) {
+  // Activation blocks a[0..count): their scales d and sums s (see BlockQ8x32) in both
+  // halves, 0 past count.
+  static void act_scales(const BlockQ8x32* a, int count, __m256& d, __m256& s) {
     __m128d ds[4];
     for (int k = 0; k < 4; ++k) ds[k] = k < count ? _mm_load_sd(reinterpret_cast<const double*>(&a[k].d)) : _mm_setzero_pd();
     const __m128 first = _mm_castpd_ps(_mm_unpacklo_pd(ds[0], ds[1])), second = _mm_castpd_ps(_mm_unpacklo_pd(ds[2], ds[3]));
-    d = _mm_shuffle_ps(first, second, _MM_SHUFFLE(2, 0, 2, 0));
-    s = _mm_shuffle_ps(first, second, _MM_SHUFFLE(3, 1, 3, 1));
+    const __m128 d4 = _mm_shuffle_ps(first, second, _MM_SHUFFLE(2, 0, 2, 0)), s4 = _mm_shuffle_ps(first, second, _MM_SHUFFLE(3, 1, 3, 1));
+    d = _mm256_set_m128(d4, d4), s = _mm256_set_m128(s4, s4);
   }
 
-  // Blocks x[0..count) (count <= 4) against columns a[c] + b: each column's lanes k add
-  // d_k * (da_k * dot_k) + m_k * sa_k. A column's sums do not depend on C.
+  // Blocks x0[0..count) and x1[0..count) (count <= 4) against columns a[c] + b: each
+  // row's lanes k of each column add d_k * (da_k * dot_k) + m_k * sa_k. A column's sums
+  // do not depend on C.
   template <int C>
-  [[gnu::always_inline]] static void group(const Block* x, const BlockQ8x32* const (&a)[C], const uint8_t* const (&magnitudes)[C],
-                                           int64_t b, int count, __m128 (&acc)[C]) {
+  [[gnu::always_inline]] static void group(const Block* x0, const Block* x1, const BlockQ8x32* const (&a)[C],
+                                           const uint8_t* const (&magnitudes)[C], int64_t b, int count, __m256 (&acc)[C]) {
     Operands ops[4];
-    for (int k = 0; k < count; ++k) ops[k] = operands<kSignsFor<C>>(x[k]);
-    const __m128 d = F::scales(x, count);
-    __m128 m = _mm_setzero_ps();
-    if constexpr (kOffset) m = F::offsets(x, d, count);
+    for (int k = 0; k < count; ++k) ops[k] = operands<kSignsFor<C>>(x0[k], x1[k]);
+    const __m256 d = F::scales(x0, x1, count);
+    __m256 m = _mm256_setzero_ps();
+    if constexpr (kOffset) m = F::offsets(x0, x1, d, count);
     for (int c = 0; c < C; ++c) {
-      __m128i p[4];
+      __m256i p[4];
       for (int k = 0; k < 4; ++k) {
-        p[k] = k < count ? block_sum<kSignsFor<C>>(ops[k], a[c][b + k], magnitudes[c], b + k) : _mm_setzero_si128();
+        p[k] = k < count ? block_sum<kSignsFor<C>>(ops[k], a[c][b + k], magnitudes[c], b + k) : _mm256_setzero_si256();
       }
-      __m128 ad, as;
+      __m256 ad, as;
       act_scales(a[c] + b, count, ad, as);
-      acc[c] = _mm_fmadd_ps(d, _mm_mul_ps(_mm_cvtepi32_ps(gather_sums(p)), ad), acc[c]);
-      if constexpr (kOffset) acc[c] = _mm_fmadd_ps(m, as, acc[c]);
+      acc[c] = _mm256_fmadd_ps(d, _mm256_mul_ps(_mm256_cvtepi32_ps(gather_sums(p)), ad), acc[c]);
+      if constexpr (kOffset) acc[c] = _mm256_fmadd_ps(m, as, acc[c]);
     }
-  }
-
-  // One row; `magnitudes` as made by activation_magnitudes (kSignsFor<C> = Signs::kActivationMagnitudes only).
-  template <int C>
-  static void run(int64_t n, const void* w, const void* act, size_t stride, const uint8_t* magnitudes, float* out) {
-    const auto* wb = static_cast<const Block*>(w);
-    const BlockQ8x32* a[C];
-    const uint8_t* mag[C];
-    __m128 acc[C];
-    for (int c = 0; c < C; ++c) {
-      a[c] = act_col<BlockQ8x32>(act, stride, c), acc[c] = _mm_setzero_ps();
-      mag[c] = magnitudes == nullptr ? nullptr : magnitudes + c * n;
-    }
-    const int64_t blocks = n / 32;
-    int64_t b = 0;
-    for (; b + 4 <= blocks; b += 4) {
-      prefetch_lines(reinterpret_cast<const char*>(wb + b) + kPrefetchBytes, 4 * sizeof(Block));
-      group<C>(wb + b, a, mag, b, 4, acc);
-    }
-    if (b < blocks) group<C>(wb + b, a, mag, b, static_cast<int>(blocks - b), acc);
-    for (int c = 0; c < C; ++c) out[c] = hsum(acc[c]);
   }
 
   template <int C>
@@ -311,20 +313,33 @@ struct Dot32 {
                      size_t out_stride) {
     const uint8_t* magnitudes = nullptr;
     if constexpr (kSignsFor<C> == Signs::kActivationMagnitudes) magnitudes = activation_magnitudes<BlockQ8x32>(n, act, stride, C);
-    each_row<Dot32, C>(n, w, row_bytes, n_rows, act, stride, out, out_stride, magnitudes);
+    const BlockQ8x32* a[C];
+    const uint8_t* mag[C];
+    for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8x32>(act, stride, c), mag[c] = magnitudes == nullptr ? nullptr : magnitudes + c * n;
+    const int64_t blocks = n / 32;
+    for (int64_t r = 0; r < n_rows; r += 2) {
+      const auto* x0 = reinterpret_cast<const Block*>(w + static_cast<size_t>(r) * row_bytes);
+      const auto* x1 = reinterpret_cast<const Block*>(w + static_cast<size_t>(std::min(r + 1, n_rows - 1)) * row_bytes);
+      __m256 acc[C];
+      for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+      int64_t b = 0;
+      for (; b + 4 <= blocks; b += 4) {
+        // The pair reads its two rows' bytes at twice the pace of one: so does the prefetch.
+        prefetch_lines(reinterpret_cast<const char*>(x0 + 2 * b) + kPrefetchBytes, 8 * sizeof(Block));
+        group<C>(x0 + b, x1 + b, a, mag, b, 4, acc);
+      }
+      if (b < blocks) group<C>(x0 + b, x1 + b, a, mag, b, static_cast<int>(blocks - b), acc);
+      for (int c = 0; c < C; ++c) {
+        float* o = out + static_cast<size_t>(c) * out_stride;
+        o[r] = hsum(_mm256_castps256_ps128(acc[c]));
+        if (r + 1 < n_rows) o[r + 1] = hsum(_mm256_extractf128_ps(acc[c], 1));
+      }
+    }
   }
 };
 
 // ---- 256-element formats against BlockQ8_K activations ----
 
-// Row pairs in the Q4_K/Q5_K kernel (DotQ45K::matmul): the first row in a vector's low
-// 128-bit half, the second in its high half.
-// 16 bytes of each row, at p of the first and q of the second.
-inline __m256i row_pair_load(const uint8_t* p, const uint8_t* q) {
-  return _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(q), reinterpret_cast<const __m128i*>(p));
-}
-// 16 bytes at p in both halves.
-inline __m256i broadcast128(const void* p) { return _mm256_broadcastsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(p))); }
 // Masks for k4_scales_and_mins_x2's bytes: scale k of each row in all of its half's 16-bit lanes.
 alignas(32) constexpr uint8_t kRowPairScale[8][32] = {
 #define EPQ_SCALE(k) {k, 0x80, k, 0x80, k, 0x80, k, 0x80, k, 0x80, k, 0x80, k, 0x80, k, 0x80, \
