@@ -197,19 +197,13 @@ struct FmtMXFP4 {
 // give vpmaddubsw the activations' magnitudes as its unsigned operand (Signs::
 // kActivationMagnitudes): column c's n magnitudes at c * n, in element order. Made once
 // per call, for all of its rows, in a buffer of the calling thread's.
-template <typename Act>
 const uint8_t* activation_magnitudes(int64_t n, const void* act, size_t stride, int n_cols) {
-  constexpr int64_t kBlock = sizeof(Act::qs);
   thread_local std::vector<uint8_t> buffer;
   buffer.resize(static_cast<size_t>(n * n_cols));
   for (int c = 0; c < n_cols; ++c) {
-    const Act* a = act_col<Act>(act, stride, c);
+    const BlockQ8x32* a = act_col<BlockQ8x32>(act, stride, c);
     uint8_t* out = buffer.data() + c * n;
-    for (int64_t b = 0; b < n / kBlock; ++b) {
-      for (int64_t k = 0; k < kBlock; k += 32) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + b * kBlock + k), _mm256_abs_epi8(load256(a[b].qs + k)));
-      }
-    }
+    for (int64_t b = 0; b < n / 32; ++b) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * b), _mm256_abs_epi8(load256(a[b].qs)));
   }
   return buffer.data();
 }
@@ -303,7 +297,7 @@ struct Dot32 {
   static void matmul(int64_t n, const uint8_t* w, size_t row_bytes, int64_t n_rows, const void* act, size_t stride, float* out,
                      size_t out_stride) {
     const uint8_t* magnitudes = nullptr;
-    if constexpr (kSignsFor<C> == Signs::kActivationMagnitudes) magnitudes = activation_magnitudes<BlockQ8x32>(n, act, stride, C);
+    if constexpr (kSignsFor<C> == Signs::kActivationMagnitudes) magnitudes = activation_magnitudes(n, act, stride, C);
     const BlockQ8x32* a[C];
     const uint8_t* mag[C];
     for (int c = 0; c < C; ++c) a[c] = act_col<BlockQ8x32>(act, stride, c), mag[c] = magnitudes == nullptr ? nullptr : magnitudes + c * n;
@@ -654,15 +648,6 @@ struct DotIQ4XS {
     const __m128i s = _mm_sub_epi16(_mm_or_si128(low, _mm_slli_epi16(_mm_srli_epi16(h, 14), 4)), _mm_set1_epi16(32));
     return _mm256_broadcastsi128_si256(s);
   }
-  // Masks giving scale 2k in the low half's 16-bit lanes and 2k + 1 in the high half's.
-  static constexpr std::array<std::array<uint8_t, 32>, 4> kScalePairs = [] {
-    std::array<std::array<uint8_t, 32>, 4> m{};
-    for (int k = 0; k < 4; ++k) {
-      for (int i = 0; i < 32; ++i) m[k][i] = static_cast<uint8_t>(4 * k + 2 * (i / 16) + i % 2);
-    }
-    return m;
-  }();
-
   template <int C>
   static void run(int64_t n, const void* w, const void* act, size_t stride, const uint8_t* prepared, float* out) {
     const auto* wb = static_cast<const BlockIQ4_XS*>(w);
@@ -680,7 +665,7 @@ struct DotIQ4XS {
         const __m256i bytes = load256(x.qs + 32 * k);
         const __m256i low = _mm256_shuffle_epi8(table, _mm256_and_si256(bytes, m4));
         const __m256i high = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(bytes, 4), m4));
-        const __m256i scale = _mm256_shuffle_epi8(scales, load256(kScalePairs[k].data()));
+        const __m256i scale = _mm256_shuffle_epi8(scales, load256(kPairMask[k]));  // 2k low, 2k + 1 high
         for (int c = 0; c < C; ++c) {
           const uint8_t* m = prepared + 2 * c * n + 256 * b + 64 * k;
           const uint8_t* q = m + n;
