@@ -423,6 +423,7 @@ void register_all() {
     }
   }
   for (bool rows4 : {false, true}) {
+    if (rows4 && epq::quant::dot_kernel_rows4(epq::quant::active_kernels(), Type::Q4_K) == nullptr) continue;  // AVX2-only CPUs
     benchmark::RegisterBenchmark(rows4 ? "MatvecExperts/Q4_K/rows4" : "MatvecExperts/Q4_K", BM_MatvecExperts, Type::Q4_K, rows4)
         ->ArgName("threads")
         ->Arg(2)
