@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One kernel file at several revisions, timed turn about in one process
+# (bench/kernel_ab.cpp): each revision's file is built as a shared object with the
+# project's kernel flags, then build/bench/epq_kernel_ab loads them all.
+#   scripts/kernel_ab.sh [--file src/quant/dot_avx2.cpp] REV... [-- epq_kernel_ab OPTIONS]
+# REV is a git revision, or `worktree` for the file as it is now. The headers come from
+# the working tree, so the revisions must build against them. For an AVX-512 file
+# (--file src/quant/dot_avx512.cpp) pass --set avx512 or --set avx512-full-width after --.
+# Examples (docs/PERFORMANCE.md, stop 62):
+#   scripts/kernel_ab.sh HEAD worktree                        # rows in L2, one column
+#   scripts/kernel_ab.sh HEAD worktree -- --rows 65536 --cols 4096 --iters 1 --trials 30
+set -euo pipefail
+cd "$(dirname "$0")/.."
+file=src/quant/dot_avx2.cpp
+revs=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --file) file=$2; shift 2 ;;
+    --) shift; break ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) revs+=("$1"); shift ;;
+  esac
+done
+[ ${#revs[@]} -gt 0 ] || { echo "kernel_ab.sh: no revision given (see --help)" >&2; exit 2; }
+[ -x build/bench/epq_kernel_ab ] || { echo "kernel_ab.sh: build/bench/epq_kernel_ab is missing: run make build" >&2; exit 2; }
+simde=$(dirname "$(dirname "$(find /usr/include /usr/local/include -path '*/simde/x86/avx512.h' -print -quit 2>/dev/null)")")
+# As CMakeLists.txt compiles the kernels (src/quant/dot_*: -O3).
+flags=(-std=c++20 -O3 -march=x86-64-v3 -mtune=generic -ffp-contract=off -fPIC -shared -Wl,-Bsymbolic -Isrc -isystem "$simde")
+case "$file" in *_avx512.cpp) flags+=(-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni) ;; esac
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+libs=()
+for i in "${!revs[@]}"; do
+  rev=${revs[$i]}
+  src="$work/$i-$(basename "$file")"
+  if [ "$rev" = worktree ]; then cp "$file" "$src"; else git show "$rev:$file" > "$src"; fi
+  # The file's own includes ("quant/...") resolve from src/; a revision's copy sits elsewhere.
+  g++ "${flags[@]}" "$src" -o "$work/$i.so"
+  echo "# LIB $((i + 1)): $file at $rev ($(git rev-parse --short "$([ "$rev" = worktree ] && echo HEAD || echo "$rev")")$([ "$rev" = worktree ] && echo ', with the working tree'\''s changes'))"
+  libs+=("$work/$i.so")
+done
+build/bench/epq_kernel_ab "$@" "${libs[@]}"
