@@ -135,6 +135,9 @@ struct Weights {
 
 void compare(const Options& o, const std::vector<const KernelSet*>& sets, Type t) {
   const int64_t n = o.cols, rows = o.rows;
+  if (n % epq::quant::info(t).block_elems != 0) {
+    usage(("--cols must be a multiple of " + std::to_string(epq::quant::info(t).block_elems) + " for " + epq::quant::name(t)).c_str());
+  }
   const size_t row_bytes = epq::quant::row_bytes(t, n);
   // A random 4096-row tile, repeated: the content does not change the speed.
   const int64_t tile_rows = std::min<int64_t>(rows, 4096);
@@ -148,6 +151,9 @@ void compare(const Options& o, const std::vector<const KernelSet*>& sets, Type t
     std::memcpy(file.data + r * row_bytes, file.data, static_cast<size_t>(std::min(tile_rows, rows - r)) * row_bytes);
   }
   if (o.rows4) {
+    if (epq::quant::dot_kernel_rows4(*sets.back(), t) == nullptr) {
+      usage((std::string("the last LIB's set reads no four-row layout for ") + epq::quant::name(t)).c_str());
+    }
     std::memcpy(packed.data, file.data, rows * row_bytes);
     epq::quant::to_rows4_layout(t, packed.data, rows, n, *sets.back());
   }
