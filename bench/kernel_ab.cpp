@@ -35,6 +35,7 @@
 #include "quant/reference.h"
 #include "quant/rows4_layout.h"
 #include "quant/types.h"
+#include "util/buffer.h"
 
 namespace {
 
@@ -126,13 +127,6 @@ Type type_named(const std::string& name) {
   return *t;
 }
 
-// The weights as the kernels read them, 64-byte aligned (the engine's buffers are at least that).
-struct Weights {
-  std::vector<uint8_t> store;
-  uint8_t* data;
-  explicit Weights(size_t bytes) : store(bytes + 64), data(store.data() + (64 - reinterpret_cast<uintptr_t>(store.data()) % 64) % 64) {}
-};
-
 void compare(const Options& o, const std::vector<const KernelSet*>& sets, Type t) {
   const int64_t n = o.cols, rows = o.rows;
   if (n % epq::quant::info(t).block_elems != 0) {
@@ -145,17 +139,20 @@ void compare(const Options& o, const std::vector<const KernelSet*>& sets, Type t
   std::normal_distribution<float> normal(0, 1);
   std::vector<float> x(static_cast<size_t>(tile_rows * n));
   for (float& v : x) v = normal(rng);
-  Weights file(rows * row_bytes), packed(rows * row_bytes);
-  epq::quant::quantize_row(t, x.data(), file.data, tile_rows * n);
+  // Page-aligned, as the engine's weights are.
+  const epq::Buffer file(rows * row_bytes);
+  epq::quant::quantize_row(t, x.data(), file.data(), tile_rows * n);
   for (int64_t r = tile_rows; r < rows; r += tile_rows) {
-    std::memcpy(file.data + r * row_bytes, file.data, static_cast<size_t>(std::min(tile_rows, rows - r)) * row_bytes);
+    std::memcpy(file.data() + r * row_bytes, file.data(), static_cast<size_t>(std::min(tile_rows, rows - r)) * row_bytes);
   }
+  epq::Buffer packed;
   if (o.rows4) {
     if (epq::quant::dot_kernel_rows4(*sets.back(), t) == nullptr) {
       usage((std::string("the last LIB's set reads no four-row layout for ") + epq::quant::name(t)).c_str());
     }
-    std::memcpy(packed.data, file.data, rows * row_bytes);
-    epq::quant::to_rows4_layout(t, packed.data, rows, n, *sets.back());
+    packed = epq::Buffer(rows * row_bytes);
+    std::memcpy(packed.data(), file.data(), rows * row_bytes);
+    epq::quant::to_rows4_layout(t, packed.data(), rows, n, *sets.back());
   }
   const epq::quant::ActFormat f = epq::quant::activation_format(t);
   const size_t act_bytes = epq::quant::activation_bytes(f, n);
@@ -172,7 +169,7 @@ void compare(const Options& o, const std::vector<const KernelSet*>& sets, Type t
       const bool rows4 = o.rows4 && s > 0;
       const epq::quant::DotKernel kernel = (rows4 ? sets[s]->dot_rows4 : sets[s]->dot)[static_cast<uint32_t>(t)];
       if (kernel == nullptr) usage((std::string("no kernel for ") + epq::quant::name(t) + (rows4 ? " in the four-row layout" : "")).c_str());
-      const uint8_t* w = rows4 ? packed.data : file.data;
+      const uint8_t* w = rows4 ? packed.data() : file.data();
       // Thread k takes its share of the rows in tiles of 32, as run_matmuls does.
       auto rows_of = [&](int k) {
         const int64_t first = rows * k / o.threads / 32 * 32, end = k + 1 == o.threads ? rows : rows * (k + 1) / o.threads / 32 * 32;

@@ -33,10 +33,16 @@ libs=()
 for i in "${!revs[@]}"; do
   rev=${revs[$i]}
   src="$work/$i-$(basename "$file")"
-  if [ "$rev" = worktree ]; then cp "$file" "$src"; else git show "$rev:$file" > "$src"; fi
-  # The file's own includes ("quant/...") resolve from src/; a revision's copy sits elsewhere.
+  if [ "$rev" = worktree ]; then
+    cp "$file" "$src"
+    label="the working tree (HEAD $(git rev-parse --short HEAD) with its changes)"
+  else
+    git show "$rev:$file" > "$src"
+    label="$rev ($(git rev-parse --short "$rev"))"
+  fi
+  # The file's includes ("quant/...") resolve from -Isrc, wherever the copy sits.
   g++ "${flags[@]}" "$src" -o "$work/$i.so"
-  echo "# LIB $((i + 1)): $file at $rev ($(git rev-parse --short "$([ "$rev" = worktree ] && echo HEAD || echo "$rev")")$([ "$rev" = worktree ] && echo ', with the working tree'\''s changes'))"
+  echo "# LIB $((i + 1)): $file at $label"
   libs+=("$work/$i.so")
 done
 build/bench/epq_kernel_ab "$@" "${libs[@]}"
