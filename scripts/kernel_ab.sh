@@ -40,6 +40,7 @@ for i in "${!revs[@]}"; do
     tree=.
     label="the working tree (HEAD $(git rev-parse --short HEAD) with its changes)"
   else
+    git rev-parse --verify --quiet "$rev^{commit}" > /dev/null || { echo "kernel_ab.sh: $rev is not a git revision" >&2; exit 2; }
     tree="$work/$i"
     mkdir -p "$tree"
     git archive "$rev" src | tar -x -C "$tree"
