@@ -231,11 +231,16 @@ void BM_Rearrange(benchmark::State& state, Type type) {
 void BM_Matmul(benchmark::State& state, Type type, bool rows4, int64_t matrices) {
   const int64_t rows = 768 * matrices, kIn = 2048;  // an expert's gate or up matrix in Qwen3-30B-A3B
   const int64_t tokens = state.range(0);
-  std::vector<uint8_t> weights = random_weights(type, rows, kIn);
+  // Weights and activations page-aligned, as the engine's are (epq::Buffer): from a
+  // std::vector, the activations' 64-byte loads straddled cache lines and the AVX-512 BF16
+  // kernel ran 4-12% slower (docs/PERFORMANCE.md, stop 64).
+  const std::vector<uint8_t> random = random_weights(type, rows, kIn);
+  epq::Buffer weights(random.size());
+  std::memcpy(weights.data(), random.data(), random.size());
   if (rows4) epq::quant::to_rows4_layout(type, weights.data(), rows, kIn);
   const epq::quant::ActFormat f = epq::quant::activation_format(type);
   const size_t act_stride = epq::quant::activation_bytes(f, kIn);
-  std::vector<uint8_t> act(act_stride * static_cast<size_t>(tokens));
+  epq::Buffer act(act_stride * static_cast<size_t>(tokens));
   std::vector<float> x(kIn);
   std::mt19937 rng(2);
   std::normal_distribution<float> normal(0, 1);

@@ -16,7 +16,9 @@ enum class ActFormat {
   kQ8x32, // BlockQ8x32: the 32-element formats
   kQ8K,   // BlockQ8_K: the 256-element formats
   kF16,   // floats rounded to F16 (nearest even): F16 weights, as ggml's F16 dot type does
-  kBF16,  // floats rounded to BF16 (nearest even): BF16 weights, as ggml's BF16 dot type does
+  kBF16,  // floats rounded to BF16 (nearest even): BF16 weights, as ggml's BF16 dot type does;
+          // each whole block of 32 stored as its 16 even elements, then its 16 odd ones
+          // (the pairs the kernels read BF16 weights in, DotFloat), the n % 32 last in order
 };
 inline constexpr int kActFormatCount = 5;
 

@@ -736,6 +736,17 @@ struct Floats16x2 {
   static T load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
   template <typename L>
   static T load_weights(const void* w, int64_t i) { return {L::load8(w, i), L::load8(w, i + 8)}; }
+  // 32 BF16 weights from element i, lanes as Floats16's (dot_avx512.cpp): lane j of the
+  // 16 holds elements 2j and 2j + 1, as floats.
+  struct Pair {
+    T even, odd;
+  };
+  static Pair load_bf16_pairs(const void* w, int64_t i) {
+    const __m256i lo = load256(static_cast<const uint16_t*>(w) + i), hi = load256(static_cast<const uint16_t*>(w) + i + 16);
+    const __m256i high_half = _mm256_set1_epi32(static_cast<int32_t>(0xffff0000u));
+    return {{_mm256_castsi256_ps(_mm256_slli_epi32(lo, 16)), _mm256_castsi256_ps(_mm256_slli_epi32(hi, 16))},
+            {_mm256_castsi256_ps(_mm256_and_si256(lo, high_half)), _mm256_castsi256_ps(_mm256_and_si256(hi, high_half))}};
+  }
   static T fmadd(T w, T a, T acc) { return {_mm256_fmadd_ps(w.low, a.low, acc.low), _mm256_fmadd_ps(w.high, a.high, acc.high)}; }
   static float sum(T acc) { return hsum(_mm256_add_ps(acc.low, acc.high)); }
 };

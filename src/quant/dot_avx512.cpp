@@ -809,6 +809,15 @@ struct Floats16 {
     return join(L::load8(w, i), L::load8(w, i + 8));
 #endif
   }
+  // 32 BF16 weights from element i: lane j holds elements 2j and 2j + 1, as floats.
+  struct Pair {
+    T even, odd;
+  };
+  static Pair load_bf16_pairs(const void* w, int64_t i) {
+    const V512i v = simde_mm512_loadu_si512(static_cast<const uint16_t*>(w) + i);
+    return {simde_mm512_castsi512_ps(simde_mm512_slli_epi32(v, 16)),
+            simde_mm512_castsi512_ps(simde_mm512_and_si512(v, simde_mm512_set1_epi32(static_cast<int32_t>(0xffff0000u))))};
+  }
   static T fmadd(T w, T a, T acc) { return simde_mm512_fmadd_ps(w, a, acc); }
   static float sum(T acc) { return hsum512(acc); }
 };

@@ -30,15 +30,15 @@ inline void prefetch_ahead(const Block* b) {
 }
 
 // Where to prefetch for rows read side by side in a group of R (row_bytes apart), at byte
-// `at` of each: kPrefetchBytes further along this row, or past its end, along the row
+// `at` of each: `distance` bytes further along this row, or past its end, along the row
 // that takes its place in the next group (R rows below), which no other row's prefetch
 // covers. prefetch_ahead_in_group asks for that line (into L1).
-inline const uint8_t* ahead_in_group(const uint8_t* row, size_t at, size_t row_bytes, int R) {
-  const size_t ahead = at + kPrefetchBytes;
+inline const uint8_t* ahead_in_group(const uint8_t* row, size_t at, size_t row_bytes, int R, size_t distance = kPrefetchBytes) {
+  const size_t ahead = at + distance;
   return row + ahead + (ahead >= row_bytes ? static_cast<size_t>(R - 1) * row_bytes : 0);
 }
-inline void prefetch_ahead_in_group(const uint8_t* row, size_t at, size_t row_bytes, int R) {
-  _mm_prefetch(reinterpret_cast<const char*>(ahead_in_group(row, at, row_bytes, R)), _MM_HINT_T0);
+inline void prefetch_ahead_in_group(const uint8_t* row, size_t at, size_t row_bytes, int R, size_t distance = kPrefetchBytes) {
+  _mm_prefetch(reinterpret_cast<const char*>(ahead_in_group(row, at, row_bytes, R, distance)), _MM_HINT_T0);
 }
 
 // Column c of the activations: act + c * stride bytes.
@@ -123,6 +123,7 @@ struct LoadF16 {
 };
 struct LoadBF16 {
   static constexpr int kBytes = 2;
+  static constexpr bool kPairs = true;  // DotFloat reads 32 at a time, as pairs in 32-bit lanes
   static __m256 load8(const void* w, int64_t i) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + i));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -133,17 +134,32 @@ struct LoadBF16 {
 // F32, F16 and BF16 weights (loaded by L) against F32 activations, 16 floats at a time in
 // V's vectors: 32-bit lane j of a row's sum takes elements 16k + j in turn (one FMA each),
 // then the lanes are added as hsum(lanes 0-7 + lanes 8-15), then the n % 16 last products
-// one by one. That order is the kernels' contract, so the AVX2 set (two 256-bit halves)
-// and the AVX-512 set (one 512-bit vector) give the same bits. With few columns, rows go
-// in groups (up to eight for one column, as V's registers allow) so that their FMA chains
-// overlap, each activation vector is loaded once for the group, and from DRAM more rows
-// stream at once; a row's sums do not depend on its partners. On a Zen 4, eight rows
-// against four took BF16 and F16 decode from 0.52-0.55 of a fast read probe to 0.60-0.62,
-// but one column with rows in L3 from 21-27 to 16-20 GMAC/s (docs/PERFORMANCE.md, stop 51).
+// one by one. BF16 goes 32 elements a step: lane j takes elements 32k + 2j and then
+// 32k + 2j + 1, and the n % 32 last go one by one. A 32-bit lane of BF16 weights holds
+// such a pair: shifted left 16 it is the even element as a float, masked to its high half
+// the odd one, two instructions for 32 weights where widening took four; the activations
+// come with each block's even elements first (ActFormat::kBF16), and the AVX-512 kernel
+// runs 1.06-1.13x faster with four or eight columns (docs/PERFORMANCE.md, stop 64). That
+// order is the kernels' contract, so the AVX2 set (two 256-bit halves) and the AVX-512 set
+// (one 512-bit vector) give the same bits. With few columns, rows go in groups (up to
+// eight for one column, as V's registers allow) so that their FMA chains overlap, each
+// activation vector is loaded once for the group, and from DRAM more rows stream at once;
+// a row's sums do not depend on its partners. On a Zen 4, eight rows against four took
+// BF16 and F16 decode from 0.52-0.55 of a fast read probe to 0.60-0.62, but one column
+// with rows in L3 from 21-27 to 16-20 GMAC/s (docs/PERFORMANCE.md, stop 51).
 template <typename L, typename V>
 struct DotFloat {
   static constexpr int64_t kLineElems = 64 / L::kBytes;  // weights per cache line, prefetched together
   static constexpr int kMaxCols = 4;  // more columns go in calls of four (see entry): with eight, a group was one row
+  template <typename W>
+  static constexpr bool kPairs = requires { W::kPairs; };
+  static constexpr int64_t kStep = kPairs<L> ? 32 : 16;  // elements a step takes
+  // Decode (one column) streams the rows from DRAM and needs the prefetch far ahead. With
+  // several columns every row reads the activations from L1 again; there the next group's
+  // lines, asked for 4 KiB ahead, pushed them out (BF16 and F16 with four or eight columns
+  // 1.1-1.2x at 512 bytes, F32 1.03-1.07x; docs/PERFORMANCE.md, stop 64).
+  template <int C>
+  static constexpr size_t kPrefetchDistance = C == 1 ? kPrefetchBytes : 512;
 
   template <int R, int C>
   static void rows(int64_t n, const uint8_t* w, size_t row_bytes, const void* act, size_t stride, float* out, size_t out_stride) {
@@ -156,19 +172,31 @@ struct DotFloat {
       for (int c = 0; c < C; ++c) acc[r][c] = V::zero();
     }
     auto step = [&](int64_t i) {
-      typename V::T av[C];
-      for (int c = 0; c < C; ++c) av[c] = V::load(a[c] + i);
-      for (int r = 0; r < R; ++r) {
-        const typename V::T wv = V::template load_weights<L>(x[r], i);
-        for (int c = 0; c < C; ++c) acc[r][c] = V::fmadd(wv, av[c], acc[r][c]);
+      if constexpr (kPairs<L>) {
+        typename V::T even[C], odd[C];
+        for (int c = 0; c < C; ++c) {
+          even[c] = V::load(a[c] + i);
+          odd[c] = V::load(a[c] + i + 16);
+        }
+        for (int r = 0; r < R; ++r) {
+          const auto [we, wo] = V::load_bf16_pairs(x[r], i);
+          for (int c = 0; c < C; ++c) acc[r][c] = V::fmadd(wo, odd[c], V::fmadd(we, even[c], acc[r][c]));
+        }
+      } else {
+        typename V::T av[C];
+        for (int c = 0; c < C; ++c) av[c] = V::load(a[c] + i);
+        for (int r = 0; r < R; ++r) {
+          const typename V::T wv = V::template load_weights<L>(x[r], i);
+          for (int c = 0; c < C; ++c) acc[r][c] = V::fmadd(wv, av[c], acc[r][c]);
+        }
       }
     };
     int64_t i = 0;
     for (; i + kLineElems <= n; i += kLineElems) {
-      for (int r = 0; r < R; ++r) prefetch_ahead_in_group(x[r], static_cast<size_t>(i * L::kBytes), row_bytes, R);
-      for (int64_t k = 0; k < kLineElems; k += 16) step(i + k);
+      for (int r = 0; r < R; ++r) prefetch_ahead_in_group(x[r], static_cast<size_t>(i * L::kBytes), row_bytes, R, kPrefetchDistance<C>);
+      for (int64_t k = 0; k < kLineElems; k += kStep) step(i + k);
     }
-    for (; i + 16 <= n; i += 16) step(i);
+    for (; i + kStep <= n; i += kStep) step(i);
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < C; ++c) {
         float s = V::sum(acc[r][c]);

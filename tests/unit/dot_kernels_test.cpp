@@ -235,13 +235,22 @@ TEST(NativeAvx512, ChosenAndEqualToTheEmulatedBuild) {
 }
 
 // The float kernels' summation order (DotFloat in quant/kernel_common.h), in scalar code:
-// lane j of 16 takes the products of elements 16k + j with one FMA each; then lanes 0-7
-// plus lanes 8-15, summed as hsum does; then the n % 16 last products one by one.
-float float_dot_in_kernel_order(const float* w, const float* a, int64_t n) {
+// lane j of 16 takes the products of elements 16k + j with one FMA each (BF16: of elements
+// 32k + 2j and then 32k + 2j + 1); then lanes 0-7 plus lanes 8-15, summed as hsum does;
+// then the n % 16 (BF16: n % 32) last products one by one.
+float float_dot_in_kernel_order(Type t, const float* w, const float* a, int64_t n) {
+  const bool pairs = t == Type::BF16;
   float lane[16] = {};
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    for (int j = 0; j < 16; ++j) lane[j] = std::fma(w[i + j], a[i + j], lane[j]);
+  for (; i + (pairs ? 32 : 16) <= n; i += pairs ? 32 : 16) {
+    for (int j = 0; j < 16; ++j) {
+      if (pairs) {
+        lane[j] = std::fma(w[i + 2 * j], a[i + 2 * j], lane[j]);
+        lane[j] = std::fma(w[i + 2 * j + 1], a[i + 2 * j + 1], lane[j]);
+      } else {
+        lane[j] = std::fma(w[i + j], a[i + j], lane[j]);
+      }
+    }
   }
   float v[8];
   for (int j = 0; j < 8; ++j) v[j] = lane[j] + lane[j + 8];
@@ -280,7 +289,7 @@ TEST(FloatKernels, SumInTheDocumentedOrder) {
         dequantize_row(t, rows.data() + row_size * static_cast<size_t>(r), w.data(), n);
         for (int c = 0; c < kMaxCols; ++c) {
           dequantize_activation(f, acts.data() + c * act_bytes, a.data(), n);
-          expect[static_cast<size_t>(c * n_rows + r)] = float_dot_in_kernel_order(w.data(), a.data(), n);
+          expect[static_cast<size_t>(c * n_rows + r)] = float_dot_in_kernel_order(t, w.data(), a.data(), n);
         }
       }
       for (const KernelSet* set : sets) {
@@ -505,6 +514,22 @@ TEST(Rows4Layout, SameBitsAsTheFileLayout) {
 INSTANTIATE_TEST_SUITE_P(Simd, DotKernels, ::testing::ValuesIn(all_cases()), [](const auto& p) {
   return std::string(p.param.set_name) + "_" + name(p.param.type);
 });
+
+// BF16 activations: each whole block of 32 as its even elements, then its odd ones (the
+// order DotFloat reads pairs of BF16 weights in); the n % 32 last in order; and back.
+TEST(ActivationQuantizer, Bf16BlocksEvenElementsFirst) {
+  const int64_t n = 70;  // two blocks and six more
+  std::vector<float> x(n), stored(n), back(n);
+  for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i);  // BF16 holds these exactly
+  quantize_activation(ActFormat::kBF16, x.data(), stored.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t block = i / 32 * 32, j = i % 32;
+    const float expect = i >= 64 ? static_cast<float>(i) : static_cast<float>(block + (j < 16 ? 2 * j : 2 * (j - 16) + 1));
+    EXPECT_EQ(stored[static_cast<size_t>(i)], expect) << "element " << i;
+  }
+  dequantize_activation(ActFormat::kBF16, stored.data(), back.data(), n);
+  EXPECT_EQ(back, x);
+}
 
 TEST(ActivationQuantizer, SimdMatchesScalarBitForBit) {
   std::mt19937 rng(3);
