@@ -38,6 +38,13 @@ size_t activation_bytes(ActFormat f, int64_t n) {
 
 namespace {
 
+// Where element i of n sits in a kBF16 vector: in a whole block of 32, the even elements
+// first, then the odd ones; the n % 32 last in place.
+int64_t bf16_stored_at(int64_t i, int64_t n) {
+  const int64_t block = i / 32 * 32, j = i % 32;
+  return block + 32 > n ? i : block + j / 2 + (j % 2) * 16;
+}
+
 // Scale and inverse scale for a block with largest magnitude amax; shared by both
 // quantizers so that they agree bit for bit.
 void block_scale(float amax, float* d, float* id) {
@@ -109,19 +116,9 @@ void quantize(ActFormat f, const float* x, void* out, int64_t n) {
       for (; i < n; ++i) o[i] = f16_to_f32(f32_to_f16(x[i]));
       return;
     }
-    case ActFormat::kBF16: {
-      float* o = static_cast<float*>(out);
-      auto bf16 = [](float v) { return bf16_to_f32(f32_to_bf16(v)); };
-      int64_t i = 0;
-      for (; i + 32 <= n; i += 32) {
-        for (int j = 0; j < 16; ++j) {
-          o[i + j] = bf16(x[i + 2 * j]);
-          o[i + 16 + j] = bf16(x[i + 2 * j + 1]);
-        }
-      }
-      for (; i < n; ++i) o[i] = bf16(x[i]);
+    case ActFormat::kBF16:
+      for (int64_t i = 0; i < n; ++i) static_cast<float*>(out)[bf16_stored_at(i, n)] = bf16_to_f32(f32_to_bf16(x[i]));
       return;
-    }
     case ActFormat::kQ8x32:
       for (int64_t b = 0; b < n / 32; ++b) {
         BlockQ8x32& blk = static_cast<BlockQ8x32*>(out)[b];
@@ -158,18 +155,9 @@ void dequantize_activation(ActFormat f, const void* in, float* out, int64_t n) {
     case ActFormat::kF32: case ActFormat::kF16:
       std::memcpy(out, in, static_cast<size_t>(n) * sizeof(float));
       return;
-    case ActFormat::kBF16: {
-      const float* v = static_cast<const float*>(in);
-      int64_t i = 0;
-      for (; i + 32 <= n; i += 32) {
-        for (int j = 0; j < 16; ++j) {
-          out[i + 2 * j] = v[i + j];
-          out[i + 2 * j + 1] = v[i + 16 + j];
-        }
-      }
-      std::memcpy(out + i, v + i, static_cast<size_t>(n - i) * sizeof(float));
+    case ActFormat::kBF16:
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<const float*>(in)[bf16_stored_at(i, n)];
       return;
-    }
     case ActFormat::kQ8x32:
       for (int64_t b = 0; b < n / 32; ++b) {
         const BlockQ8x32& blk = static_cast<const BlockQ8x32*>(in)[b];

@@ -799,11 +799,9 @@ struct Floats16 {
 #if defined(__AVX512F__)  // SIMDe 0.7 lacks the 512-bit conversions
     if constexpr (std::is_same_v<L, LoadF32>) {
       return _mm512_loadu_ps(static_cast<const float*>(w) + i);
-    } else if constexpr (std::is_same_v<L, LoadF16>) {
-      return _mm512_cvtph_ps(load256(static_cast<const uint16_t*>(w) + i));
     } else {
-      static_assert(std::is_same_v<L, LoadBF16>);
-      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(load256(static_cast<const uint16_t*>(w) + i)), 16));
+      static_assert(std::is_same_v<L, LoadF16>);  // BF16: load_bf16_pairs
+      return _mm512_cvtph_ps(load256(static_cast<const uint16_t*>(w) + i));
     }
 #else
     return join(L::load8(w, i), L::load8(w, i + 8));

@@ -111,6 +111,7 @@ inline void row_groups(int64_t n_rows, Fn&& fn) {
 }
 
 // Float weights: 8 of them as floats at element i (load8), one (load1), bytes per weight.
+// BF16 has no load8: DotFloat reads it in pairs.
 struct LoadF32 {
   static constexpr int kBytes = 4;
   static __m256 load8(const void* w, int64_t i) { return _mm256_loadu_ps(static_cast<const float*>(w) + i); }
@@ -123,11 +124,7 @@ struct LoadF16 {
 };
 struct LoadBF16 {
   static constexpr int kBytes = 2;
-  static constexpr bool kPairs = true;  // DotFloat reads 32 at a time, as pairs in 32-bit lanes
-  static __m256 load8(const void* w, int64_t i) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + i));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  }
+  static constexpr bool kPairs = true;  // DotFloat reads 32 at a time, as pairs in 32-bit lanes (V::load_bf16_pairs)
   static float load1(const void* w, int64_t i) { return bf16_to_f32(static_cast<const uint16_t*>(w)[i]); }
 };
 
@@ -151,9 +148,8 @@ template <typename L, typename V>
 struct DotFloat {
   static constexpr int64_t kLineElems = 64 / L::kBytes;  // weights per cache line, prefetched together
   static constexpr int kMaxCols = 4;  // more columns go in calls of four (see entry): with eight, a group was one row
-  template <typename W>
-  static constexpr bool kPairs = requires { W::kPairs; };
-  static constexpr int64_t kStep = kPairs<L> ? 32 : 16;  // elements a step takes
+  static constexpr bool kPairs = requires { L::kPairs; };
+  static constexpr int64_t kStep = kPairs ? 32 : 16;  // elements a step takes
   // Decode (one column) streams the rows from DRAM and needs the prefetch far ahead. With
   // several columns every row reads the activations from L1 again; there the next group's
   // lines, asked for 4 KiB ahead, pushed them out (BF16 and F16 with four or eight columns
@@ -172,7 +168,7 @@ struct DotFloat {
       for (int c = 0; c < C; ++c) acc[r][c] = V::zero();
     }
     auto step = [&](int64_t i) {
-      if constexpr (kPairs<L>) {
+      if constexpr (kPairs) {
         typename V::T even[C], odd[C];
         for (int c = 0; c < C; ++c) {
           even[c] = V::load(a[c] + i);

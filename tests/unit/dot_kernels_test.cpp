@@ -240,9 +240,10 @@ TEST(NativeAvx512, ChosenAndEqualToTheEmulatedBuild) {
 // then the n % 16 (BF16: n % 32) last products one by one.
 float float_dot_in_kernel_order(Type t, const float* w, const float* a, int64_t n) {
   const bool pairs = t == Type::BF16;
+  const int64_t step = pairs ? 32 : 16;
   float lane[16] = {};
   int64_t i = 0;
-  for (; i + (pairs ? 32 : 16) <= n; i += pairs ? 32 : 16) {
+  for (; i + step <= n; i += step) {
     for (int j = 0; j < 16; ++j) {
       if (pairs) {
         lane[j] = std::fma(w[i + 2 * j], a[i + 2 * j], lane[j]);
